@@ -1,0 +1,261 @@
+//! The GPU context: one wgpu device and queue, and the only door through which the project
+//! allocates GPU memory (so every byte is in the [`Ledger`]).
+
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::ledger::{Allocation, Category, Ledger, LedgerEntry, Owner};
+
+/// Optional features we use where the adapter has them; kernels keep a fallback for each.
+const WANTED_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
+    .union(wgpu::Features::SHADER_FLOAT32_ATOMIC)
+    .union(wgpu::Features::TIMESTAMP_QUERY);
+
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error(
+        "no GPU adapter found ({0}); install a Vulkan, Metal or DX12 driver (on Linux without a GPU: Debian's mesa-vulkan-drivers)"
+    )]
+    NoAdapter(String),
+    #[error("could not open the GPU device: {0}")]
+    RequestDevice(String),
+    #[error("'{label}': {bytes} bytes is more than this GPU allows in one buffer ({limit} bytes)")]
+    TooLarge { label: String, bytes: u64, limit: u64 },
+    #[error("'{label}': the GPU is out of memory ({bytes} bytes requested)")]
+    OutOfMemory { label: String, bytes: u64 },
+    #[error("'{label}': {message}")]
+    Validation { label: String, message: String },
+    #[error("waiting for the GPU failed: {0}")]
+    Poll(String),
+}
+
+/// A buffer registered in the ledger. Derefs to [`wgpu::Buffer`]; dropping it unregisters it.
+#[derive(Debug)]
+pub struct GpuBuffer {
+    buffer: wgpu::Buffer,
+    _entry: LedgerEntry,
+}
+
+impl Deref for GpuBuffer {
+    type Target = wgpu::Buffer;
+    fn deref(&self) -> &wgpu::Buffer {
+        &self.buffer
+    }
+}
+
+/// A texture registered in the ledger. Derefs to [`wgpu::Texture`].
+#[derive(Debug)]
+pub struct GpuTexture {
+    texture: wgpu::Texture,
+    _entry: LedgerEntry,
+}
+
+impl Deref for GpuTexture {
+    type Target = wgpu::Texture;
+    fn deref(&self) -> &wgpu::Texture {
+        &self.texture
+    }
+}
+
+/// The device, its queue and the ledger. Cheap to clone (everything inside is shared).
+#[derive(Clone, Debug)]
+pub struct GpuContext {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter_info: wgpu::AdapterInfo,
+    ledger: Arc<Ledger>,
+    uncaptured: Arc<Mutex<Vec<String>>>,
+}
+
+impl GpuContext {
+    /// Opens the best adapter without a window (tests, the command line), asking for the
+    /// adapter's own limits (not the conservative defaults) and the optional features we
+    /// use where it has them.
+    pub async fn new_headless() -> Result<Self, GpuError> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+                apply_limit_buckets: false,
+            })
+            .await
+            .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
+        let (device, queue) = adapter
+            .request_device(&device_descriptor(&adapter))
+            .await
+            .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
+        Ok(Self::from_device(device, queue, adapter.get_info()))
+    }
+
+    /// Wraps a device made elsewhere (eframe's), so the app and the trainer share it.
+    #[must_use]
+    pub fn from_device(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        adapter_info: wgpu::AdapterInfo,
+    ) -> Self {
+        let uncaptured: Arc<Mutex<Vec<String>>> = Arc::default();
+        // wgpu's default handler panics; errors outside our error scopes are recorded instead
+        // and surface through `take_uncaptured_errors`.
+        let sink = Arc::clone(&uncaptured);
+        device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+            log::error!("uncaptured GPU error: {error}");
+            sink.lock().unwrap_or_else(PoisonError::into_inner).push(error.to_string());
+        }));
+        Self { device, queue, adapter_info, ledger: Ledger::new(), uncaptured }
+    }
+
+    #[must_use]
+    pub fn ledger(&self) -> &Arc<Ledger> {
+        &self.ledger
+    }
+
+    /// GPU errors that happened outside any error scope since the last call.
+    #[must_use]
+    pub fn take_uncaptured_errors(&self) -> Vec<String> {
+        std::mem::take(&mut *self.uncaptured.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Creates a zero-initialised buffer and registers it.
+    pub fn create_buffer(
+        &self,
+        label: &str,
+        bytes: u64,
+        usage: wgpu::BufferUsages,
+        category: Category,
+        owner: Owner,
+    ) -> Result<GpuBuffer, GpuError> {
+        let limit = self.device.limits().max_buffer_size;
+        if bytes > limit {
+            return Err(GpuError::TooLarge { label: label.into(), bytes, limit });
+        }
+        let buffer = self.with_error_scope(label, bytes, || {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: bytes,
+                usage,
+                mapped_at_creation: false,
+            })
+        })?;
+        let entry =
+            self.ledger.register(Allocation { label: label.into(), category, owner, bytes });
+        Ok(GpuBuffer { buffer, _entry: entry })
+    }
+
+    /// Creates a buffer holding `contents` (padded to 4 bytes) and registers it.
+    pub fn create_buffer_init(
+        &self,
+        label: &str,
+        contents: &[u8],
+        usage: wgpu::BufferUsages,
+        category: Category,
+        owner: Owner,
+    ) -> Result<GpuBuffer, GpuError> {
+        let bytes = (contents.len() as u64)
+            .next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
+            .max(wgpu::COPY_BUFFER_ALIGNMENT);
+        let buffer = self.create_buffer(
+            label,
+            bytes,
+            usage | wgpu::BufferUsages::COPY_DST,
+            category,
+            owner,
+        )?;
+        // write_buffer needs a multiple of 4 bytes: write the whole words, then the tail
+        // padded with zeros.
+        let whole = contents.len() / 4 * 4;
+        if whole > 0 {
+            self.queue.write_buffer(&buffer, 0, &contents[..whole]);
+        }
+        if whole < contents.len() {
+            let mut tail = [0_u8; 4];
+            tail[..contents.len() - whole].copy_from_slice(&contents[whole..]);
+            self.queue.write_buffer(&buffer, whole as u64, &tail);
+        }
+        Ok(buffer)
+    }
+
+    /// Creates a texture and registers its bytes (all mip levels and layers).
+    pub fn create_texture(
+        &self,
+        desc: &wgpu::TextureDescriptor<'_>,
+        category: Category,
+        owner: Owner,
+    ) -> Result<GpuTexture, GpuError> {
+        let label = desc.label.unwrap_or("texture");
+        let bytes = texture_bytes(desc);
+        let texture = self.with_error_scope(label, bytes, || self.device.create_texture(desc))?;
+        let entry =
+            self.ledger.register(Allocation { label: label.into(), category, owner, bytes });
+        Ok(GpuTexture { texture, _entry: entry })
+    }
+
+    /// Blocks until the GPU has finished all submitted work and freed what was dropped.
+    /// Never call this on an async executor thread.
+    pub fn wait_idle(&self) -> Result<(), GpuError> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| GpuError::Poll(e.to_string()))
+    }
+
+    /// Bytes wgpu's allocator holds for live allocations, where the backend reports it
+    /// (Vulkan, DX12, Metal: yes; GL: no).
+    #[must_use]
+    pub fn allocator_bytes(&self) -> Option<u64> {
+        self.device.generate_allocator_report().map(|r| r.total_allocated_bytes)
+    }
+
+    /// Runs `create` inside out-of-memory and validation error scopes, turning a failure
+    /// into a typed error instead of a panic in wgpu's default handler.
+    fn with_error_scope<T>(
+        &self,
+        label: &str,
+        bytes: u64,
+        create: impl FnOnce() -> T,
+    ) -> Result<T, GpuError> {
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let resource = create();
+        let oom = pollster::block_on(oom.pop());
+        let validation = pollster::block_on(validation.pop());
+        if oom.is_some() {
+            return Err(GpuError::OutOfMemory { label: label.into(), bytes });
+        }
+        if let Some(error) = validation {
+            return Err(GpuError::Validation { label: label.into(), message: error.to_string() });
+        }
+        Ok(resource)
+    }
+}
+
+/// What we ask a device for: the adapter's full limits and the optional features it has.
+#[must_use]
+pub fn device_descriptor(adapter: &wgpu::Adapter) -> wgpu::DeviceDescriptor<'static> {
+    wgpu::DeviceDescriptor {
+        label: Some("splat device"),
+        required_features: adapter.features() & WANTED_FEATURES,
+        required_limits: adapter.limits(),
+        experimental_features: wgpu::ExperimentalFeatures::disabled(),
+        memory_hints: wgpu::MemoryHints::MemoryUsage,
+        trace: wgpu::Trace::Off,
+    }
+}
+
+/// Bytes a texture occupies: every mip level of every layer, by the format's block size.
+#[must_use]
+pub fn texture_bytes(desc: &wgpu::TextureDescriptor<'_>) -> u64 {
+    let (block_w, block_h) = desc.format.block_dimensions();
+    let block_bytes = u64::from(desc.format.block_copy_size(None).unwrap_or(4));
+    let layers = u64::from(desc.size.depth_or_array_layers.max(1));
+    (0..desc.mip_level_count.max(1))
+        .map(|level| {
+            let w = (desc.size.width >> level).max(1).div_ceil(block_w);
+            let h = (desc.size.height >> level).max(1).div_ceil(block_h);
+            u64::from(w) * u64::from(h) * block_bytes * layers * u64::from(desc.sample_count.max(1))
+        })
+        .sum()
+}

@@ -1,0 +1,12 @@
+//! GPU context, memory ledger and (later) the splat rasterizer kernels.
+//!
+//! This crate knows nothing of training, datasets or any UI: it depends on wgpu and nothing
+//! above it. Every GPU allocation of the project goes through [`GpuContext`], which records
+//! it in the [`Ledger`].
+
+mod context;
+pub mod ledger;
+
+pub use context::{GpuBuffer, GpuContext, GpuError, GpuTexture, device_descriptor, texture_bytes};
+pub use ledger::{Allocation, Category, Ledger, LedgerEntry, LedgerSnapshot, Owner};
+pub use wgpu;

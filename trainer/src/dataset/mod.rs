@@ -1,0 +1,250 @@
+//! Training datasets: posed photos plus an optional point cloud to start from.
+//!
+//! A dataset is a folder or a `.zip` of one, in one of these layouts:
+//! - COLMAP sparse models, binary or text (`sparse/` or `sparse/N/`, images in `images/`);
+//! - `transforms.json` in its dialects (Blender synthetic, instant-ngp / nerfstudio, per-frame
+//!   intrinsics), with `transforms_test.json` / `_val` as eval views.
+//!
+//! Images decode in parallel, are downscaled so their long side is at most
+//! [`LoadOptions::max_resolution`], and stay on the CPU as 8-bit RGB. Cameras use the `OpenCV`
+//! convention (x right, y down, z forward) whatever the source format.
+//!
+//! Lens distortion is **not** undistorted: COLMAP's `SIMPLE_RADIAL` / `RADIAL` / `OPENCV`
+//! coefficients and `transforms.json`'s `k1 k2 k3 k4 p1 p2` are ignored and the images used as
+//! pinhole images; when any coefficient is non-zero, [`Dataset::warnings`] holds one warning
+//! saying so. Other COLMAP models (fisheye, ...) are an error.
+//!
+//! Entry point: [`load_dataset`].
+
+mod colmap;
+mod error;
+mod images;
+mod intrinsics;
+mod random;
+mod source;
+mod transforms;
+mod views;
+
+use std::path::{Path, PathBuf};
+
+use glam::{Mat4, Vec3};
+use splat_formats::PointCloud;
+
+pub use error::DatasetError;
+pub use source::MAX_ZIP_ENTRY_BYTES;
+
+use random::SplitMix64;
+use source::DatasetSource;
+use views::PendingView;
+
+/// Point clouds looked for at the dataset root, in order, to initialise splats from.
+const INIT_POINT_FILES: [&str; 2] = ["init.ply", "points3D.ply"];
+/// Colour of random initial points (0..1).
+const NEUTRAL_GREY: [f32; 3] = [0.5; 3];
+
+/// Pinhole intrinsics and pose of one view, for the image *as loaded* (after downscaling).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Camera {
+    pub width: u32,
+    pub height: u32,
+    pub fx: f32,
+    pub fy: f32,
+    pub cx: f32,
+    pub cy: f32,
+    /// Camera-to-world transform, `OpenCV` convention (x right, y down, z forward).
+    pub world_from_camera: Mat4,
+}
+
+impl Camera {
+    /// Camera centre in world space.
+    #[must_use]
+    pub fn position(&self) -> Vec3 {
+        self.world_from_camera.w_axis.truncate()
+    }
+}
+
+/// One posed photo.
+#[derive(Clone, Debug)]
+pub struct View {
+    /// Position in the dataset's own order (train split first where the dataset has its own
+    /// test split): a stable id for "camera I" in the command line and the UI.
+    pub index: usize,
+    /// File name relative to the dataset root, for messages and the UI.
+    pub name: String,
+    pub camera: Camera,
+    /// RGB, 8 bits a channel, `camera.width` × `camera.height`; RGBA sources are composited
+    /// over [`LoadOptions::background`].
+    pub image: image::RgbImage,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatasetFormat {
+    Colmap,
+    Transforms,
+}
+
+impl DatasetFormat {
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Colmap => "colmap",
+            Self::Transforms => "transforms",
+        }
+    }
+}
+
+/// How to load a dataset.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadOptions {
+    /// Longest image side after loading, in pixels; larger images are downscaled and their
+    /// intrinsics scaled with them. 0 = no limit.
+    pub max_resolution: u32,
+    /// Colour that transparent pixels are composited over, 0..1 per channel. Compositing
+    /// happens on the stored 8-bit values (`rgb·α + background·255·(1 − α)`), as `NeRF`
+    /// loaders do, so the value is in the images' encoding; 0 and 1 mean the same either way.
+    pub background: [f32; 3],
+    /// Without a dataset test split, every `eval_every`-th image (starting with the first)
+    /// becomes an eval view. 0 = no eval views; so does a split that would leave no train view
+    /// (1, or a one-image dataset).
+    pub eval_every: usize,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self { max_resolution: 1600, background: [0.0; 3], eval_every: 8 }
+    }
+}
+
+/// A loaded dataset.
+#[derive(Clone, Debug)]
+pub struct Dataset {
+    pub format: DatasetFormat,
+    /// The folder or zip it came from.
+    pub source: PathBuf,
+    pub train: Vec<View>,
+    pub eval: Vec<View>,
+    /// Number of distinct cameras (intrinsics entries) the source defines.
+    pub camera_count: usize,
+    /// `init.ply` beside the dataset, else COLMAP's `points3D`, else `None` (random init).
+    pub init_points: Option<PointCloud>,
+    /// Things a user should know that did not stop loading (skipped frames, ignored
+    /// distortion, ...).
+    pub warnings: Vec<String>,
+}
+
+/// What a format parser found, before any image is decoded.
+pub(crate) struct ParsedDataset {
+    format: DatasetFormat,
+    /// The views (all, or the train split when `eval_views` is given), in split order.
+    views: Vec<PendingView>,
+    /// The dataset's own test split, if it has one.
+    eval_views: Option<Vec<PendingView>>,
+    /// Number of cameras the source defines; `None` = count distinct intrinsics.
+    camera_count: Option<usize>,
+    points: Option<PointCloud>,
+    warnings: Vec<String>,
+}
+
+/// Loads a dataset folder or `.zip`: parses its cameras, decodes its images in parallel
+/// (downscaled to `options.max_resolution`), splits train / eval views and reads the point
+/// cloud to start from.
+pub fn load_dataset(path: &Path, options: &LoadOptions) -> Result<Dataset, DatasetError> {
+    let source = DatasetSource::open(path)?;
+    let parsed = if transforms::is_transforms(&source) {
+        transforms::read(&source)?
+    } else if colmap::is_colmap(&source) {
+        colmap::read(&source)?
+    } else {
+        return Err(DatasetError::NotADataset {
+            file: path.display().to_string(),
+            message: "expected transforms.json, transforms_train.json, or a COLMAP model in \
+                      sparse/ or sparse/N/"
+                .to_owned(),
+        });
+    };
+    // Before decoding images, so that a broken init.ply fails fast.
+    let init_points = read_init_points(&source)?.or(parsed.points);
+
+    let (train, eval) = if let Some(eval_views) = parsed.eval_views {
+        let mut train = views::load_views(&source, parsed.views, options)?;
+        let mut eval = views::load_views(&source, eval_views, options)?;
+        number_views(train.iter_mut().chain(&mut eval));
+        (train, eval)
+    } else {
+        let mut all = views::load_views(&source, parsed.views, options)?;
+        number_views(all.iter_mut());
+        views::split_every_nth(all, options.eval_every)
+    };
+    let camera_count = parsed.camera_count.unwrap_or_else(|| {
+        views::distinct_intrinsics(train.iter().chain(&eval).map(|view| &view.camera))
+    });
+    Ok(Dataset {
+        format: parsed.format,
+        source: path.to_path_buf(),
+        train,
+        eval,
+        camera_count,
+        init_points,
+        warnings: parsed.warnings,
+    })
+}
+
+fn number_views<'a>(views: impl Iterator<Item = &'a mut View>) {
+    for (index, view) in views.enumerate() {
+        view.index = index;
+    }
+}
+
+/// The first of [`INIT_POINT_FILES`] at the dataset root, read; `None` when there is none.
+fn read_init_points(source: &DatasetSource) -> Result<Option<PointCloud>, DatasetError> {
+    let Some(rel) = INIT_POINT_FILES.into_iter().find(|rel| source.is_file(rel)) else {
+        return Ok(None);
+    };
+    let bytes = source.read(rel)?;
+    let points = splat_formats::ply::read_points(&bytes)
+        .map_err(|e| DatasetError::Points { file: source.display(rel), source: e })?;
+    Ok(Some(points))
+}
+
+impl Dataset {
+    /// All views, train then eval.
+    pub fn views(&self) -> impl Iterator<Item = &View> {
+        self.train.iter().chain(&self.eval)
+    }
+
+    /// The view with [`View::index`] `index`.
+    #[must_use]
+    pub fn view(&self, index: usize) -> Option<&View> {
+        self.views().find(|view| view.index == index)
+    }
+
+    /// Axis-aligned bounds (min, max) of the camera centres of all views, in world units;
+    /// `(0, 0)` for a dataset without views.
+    #[must_use]
+    pub fn scene_bounds(&self) -> (Vec3, Vec3) {
+        let mut centres = self.views().map(|view| view.camera.position());
+        let Some(first) = centres.next() else {
+            return (Vec3::ZERO, Vec3::ZERO);
+        };
+        centres.fold((first, first), |(min, max), p| (min.min(p), max.max(p)))
+    }
+
+    /// `count` points drawn uniformly in [`Self::scene_bounds`], neutral grey, for datasets
+    /// without an initial point cloud. The same `seed` gives the same points. The box is
+    /// padded by a tenth of its largest side (at least one world unit), so that cameras in a
+    /// plane or a single camera still give a box with volume.
+    #[must_use]
+    pub fn random_points(&self, count: usize, seed: u64) -> PointCloud {
+        let (min, max) = self.scene_bounds();
+        let pad = Vec3::splat(((max - min).max_element() * 0.1).max(1.0));
+        let (min, max) = (min - pad, max + pad);
+        let mut rng = SplitMix64::new(seed);
+        let positions: Vec<[f32; 3]> = (0..count)
+            .map(|_| {
+                let unit = Vec3::new(rng.next_f32(), rng.next_f32(), rng.next_f32());
+                (min + unit * (max - min)).to_array()
+            })
+            .collect();
+        PointCloud { colors: vec![NEUTRAL_GREY; positions.len()], positions, has_color: false }
+    }
+}

@@ -1,0 +1,445 @@
+//! Every dataset in ../shared/data/datasets loads with the counts its README gives, with
+//! cameras that agree with the geometry, from a folder and from a zip.
+
+mod dataset_common;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use dataset_common::{TempDir, dataset_path};
+use glam::{Vec3, Vec4Swizzles};
+use splat_trainer::dataset::{Camera, Dataset, DatasetFormat, LoadOptions, View, load_dataset};
+
+fn load(name: &str) -> Dataset {
+    load_with(name, &LoadOptions::default())
+}
+
+fn load_with(name: &str, options: &LoadOptions) -> Dataset {
+    timed_load(&dataset_path(name), options)
+}
+
+/// Loads and prints how long it took (`--nocapture` shows it).
+fn timed_load(path: &Path, options: &LoadOptions) -> Dataset {
+    let start = Instant::now();
+    let dataset = load_dataset(path, options).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("load_dataset({}) took {:.2} s", path.display(), start.elapsed().as_secs_f64());
+    dataset
+}
+
+fn all_views(dataset: &Dataset) -> Vec<&View> {
+    dataset.train.iter().chain(&dataset.eval).collect()
+}
+
+/// Pixel position and depth of a world point seen by `camera` (`OpenCV` pinhole).
+fn project(camera: &Camera, world: Vec3) -> (f32, f32, f32) {
+    let p = camera.world_from_camera.inverse() * world.extend(1.0);
+    (camera.fx * p.x / p.z + camera.cx, camera.fy * p.y / p.z + camera.cy, p.z)
+}
+
+fn assert_image_matches_camera(view: &View) {
+    assert_eq!(view.image.dimensions(), (view.camera.width, view.camera.height), "{}", view.name);
+}
+
+#[test]
+fn lego_blender() {
+    let dataset = load("lego-blender");
+    assert_eq!(dataset.format, DatasetFormat::Transforms);
+    assert_eq!(dataset.train.len() + dataset.eval.len(), 50);
+    assert_eq!(dataset.eval.len(), 7, "every 8th of 50, starting with the first");
+    assert_eq!(dataset.camera_count, 1);
+    assert!(dataset.init_points.is_none());
+    assert!(dataset.warnings.is_empty(), "{:?}", dataset.warnings);
+    assert_eq!(dataset.eval[0].name, "train/r_0.png");
+
+    let expected_fx = 0.5 * 800.0 / (0.5 * 0.691_111_2_f32).tan();
+    for view in all_views(&dataset) {
+        assert_image_matches_camera(view);
+        let camera = &view.camera;
+        assert_eq!((camera.width, camera.height), (800, 800));
+        assert!((camera.fx - expected_fx).abs() < 0.01 && (camera.fy - expected_fx).abs() < 0.01);
+        assert_eq!((camera.cx, camera.cy), (400.0, 400.0));
+        // OpenCV: the camera looks along its +z axis, here at the object at the origin.
+        let forward = camera.world_from_camera.z_axis.xyz().normalize();
+        let to_origin = (-camera.position()).normalize();
+        assert!(forward.dot(to_origin) > 0.95, "{}: forward {forward} vs {to_origin}", view.name);
+        // y is down: the world's up (+z in Blender) projects upwards in the image.
+        let above = project(camera, Vec3::Z);
+        let below = project(camera, -Vec3::Z);
+        assert!(above.1 < below.1, "{}: +z should be higher in the image", view.name);
+    }
+}
+
+#[test]
+fn alpha_is_composited_over_background() {
+    let corner = |dataset: &Dataset| *dataset.eval[0].image.get_pixel(0, 0);
+    let black = load("lego-blender");
+    assert_eq!(corner(&black).0, [0, 0, 0]);
+    let white =
+        load_with("lego-blender", &LoadOptions { background: [1.0; 3], ..LoadOptions::default() });
+    assert_eq!(corner(&white).0, [255, 255, 255]);
+    // The object itself is opaque and identical on both backgrounds.
+    let centre = |dataset: &Dataset| *dataset.eval[0].image.get_pixel(400, 400);
+    assert_eq!(centre(&black), centre(&white));
+}
+
+#[test]
+fn desk_statue_colmap_binary() {
+    let dataset = load("desk-statue-colmap");
+    assert_eq!(dataset.format, DatasetFormat::Colmap);
+    assert_eq!((dataset.train.len(), dataset.eval.len()), (20, 3));
+    assert_eq!(dataset.camera_count, 23);
+    let points = dataset.init_points.as_ref().expect("points3D.bin");
+    assert_eq!(points.len(), 1443);
+    assert!(points.has_color);
+    assert!(dataset.warnings.is_empty(), "{:?}", dataset.warnings);
+
+    // Name order: the first image is the first eval view.
+    assert_eq!(dataset.eval[0].name, "images/DSC_5283.jpg");
+    let first = &dataset.eval[0].camera;
+    assert!(
+        (990..=1010).contains(&first.width) && (600..=700).contains(&first.height),
+        "{first:?}"
+    );
+    let heights: std::collections::BTreeSet<u32> =
+        all_views(&dataset).iter().map(|v| v.camera.height).collect();
+    assert!(heights.len() > 1, "per-image cameras have different heights: {heights:?}");
+
+    for view in all_views(&dataset) {
+        assert_image_matches_camera(view);
+        let camera = &view.camera;
+        let visible = points
+            .positions
+            .iter()
+            .filter(|p| {
+                let (x, y, depth) = project(camera, Vec3::from(**p));
+                depth > 0.0
+                    && (0.0..camera.width as f32).contains(&x)
+                    && (0.0..camera.height as f32).contains(&y)
+            })
+            .count();
+        assert!(
+            visible * 2 > points.len(),
+            "{}: only {visible} of {} points in view",
+            view.name,
+            points.len()
+        );
+    }
+}
+
+/// Maupertuis is COLMAP text with 2D observations: every observed point must reproject onto
+/// its observation (scaled to the loaded size) to within a few pixels.
+#[test]
+fn maupertuis_colmap_text_reprojects_observations() {
+    let dataset = load("maupertuis-colmap-txt");
+    assert_eq!(dataset.format, DatasetFormat::Colmap);
+    assert_eq!(dataset.train.len() + dataset.eval.len(), 4);
+    assert_eq!(dataset.camera_count, 1);
+    assert_eq!(
+        dataset.init_points.as_ref().map(splat_trainer::formats::PointCloud::len),
+        Some(1039)
+    );
+    let scale = 1600.0 / 1919.0;
+
+    let model = dataset_path("maupertuis-colmap-txt/sparse/0");
+    let points = read_points_txt(&model.join("points3D.txt"));
+    let observations = read_observations_txt(&model.join("images.txt"));
+    let mut checked = 0;
+    for view in all_views(&dataset) {
+        assert_image_matches_camera(view);
+        assert_eq!((view.camera.width, view.camera.height), (1600, 900));
+        assert!((view.camera.fx - 1847.53 * scale).abs() < 0.01, "{:?}", view.camera);
+        let name = view.name.trim_start_matches("images/");
+        for (x, y, id) in &observations[name] {
+            let (u, v, depth) = project(&view.camera, points[id]);
+            let error = ((u - x * scale).powi(2) + (v - y * 1600.0 / 1919.0).powi(2)).sqrt();
+            assert!(depth > 0.0 && error < 4.0, "{name}: point {id} off by {error} px");
+            checked += 1;
+        }
+    }
+    assert!(checked > 1000, "{checked} observations checked");
+}
+
+fn read_points_txt(path: &Path) -> HashMap<u64, Vec3> {
+    let text = std::fs::read_to_string(path).expect("points3D.txt");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let xyz: Vec<f32> = f[1..4].iter().map(|v| v.parse().expect("number")).collect();
+            (f[0].parse().expect("id"), Vec3::new(xyz[0], xyz[1], xyz[2]))
+        })
+        .collect()
+}
+
+/// Image name → observed (x, y, point3D id).
+fn read_observations_txt(path: &Path) -> HashMap<String, Vec<(f32, f32, u64)>> {
+    let text = std::fs::read_to_string(path).expect("images.txt");
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    lines
+        .chunks(2)
+        .map(|pair| {
+            let name = pair[0].split_whitespace().nth(9).expect("NAME").to_owned();
+            let f: Vec<&str> = pair[1].split_whitespace().collect();
+            let observed = f
+                .chunks(3)
+                .filter(|o| o[2] != "-1")
+                .map(|o| {
+                    (o[0].parse().expect("x"), o[1].parse().expect("y"), o[2].parse().expect("id"))
+                })
+                .collect();
+            (name, observed)
+        })
+        .collect()
+}
+
+#[test]
+fn fox_transforms_skips_missing_frames() {
+    let dataset = load("fox-transforms");
+    assert_eq!(dataset.format, DatasetFormat::Transforms);
+    assert_eq!(dataset.train.len() + dataset.eval.len(), 12);
+    assert_eq!(dataset.eval.len(), 2);
+    assert_eq!(dataset.camera_count, 1);
+    assert!(dataset.init_points.is_none());
+    let missing =
+        dataset.warnings.iter().find(|w| w.contains("missing")).expect("missing-frames warning");
+    assert!(
+        missing.contains("skipped 55 of 67") && missing.contains("images/0005.jpg"),
+        "{missing}"
+    );
+    assert!(dataset.warnings.iter().any(|w| w.contains("distortion")), "{:?}", dataset.warnings);
+    assert_eq!(dataset.warnings.len(), 2, "one warning each: {:?}", dataset.warnings);
+
+    let scale = 900.0 / 1080.0;
+    for view in all_views(&dataset) {
+        assert_image_matches_camera(view);
+        let camera = &view.camera;
+        assert_eq!((camera.width, camera.height), (900, 1600));
+        assert!(
+            (camera.fx - 1375.52 * scale).abs() < 0.01
+                && (camera.fy - 1374.49 * 1600.0 / 1920.0).abs() < 0.01
+        );
+        assert!(
+            (camera.cx - 554.558 * scale).abs() < 0.01
+                && (camera.cy - 965.268 * 1600.0 / 1920.0).abs() < 0.01
+        );
+    }
+    // The fox sits where the cameras look: the point nearest to all optical axes is in front
+    // of every camera and inside its image.
+    let target = nearest_point_to_axes(&all_views(&dataset));
+    for view in all_views(&dataset) {
+        let (x, y, depth) = project(&view.camera, target);
+        assert!(
+            depth > 0.0 && (0.0..900.0).contains(&x) && (0.0..1600.0).contains(&y),
+            "{}: {x} {y} {depth}",
+            view.name
+        );
+    }
+}
+
+/// Least-squares point closest to every camera's optical axis (+z, `OpenCV`).
+fn nearest_point_to_axes(views: &[&View]) -> Vec3 {
+    let mut a = glam::Mat3::ZERO;
+    let mut b = Vec3::ZERO;
+    for view in views {
+        let d = view.camera.world_from_camera.z_axis.xyz().normalize();
+        let projector = glam::Mat3::IDENTITY - glam::Mat3::from_cols(d * d.x, d * d.y, d * d.z);
+        a += projector;
+        b += projector * view.camera.position();
+    }
+    a.inverse() * b
+}
+
+#[test]
+fn tiny_per_frame_intrinsics() {
+    let dataset = load("tiny-per-frame-intrinsics");
+    assert_eq!((dataset.train.len(), dataset.eval.len()), (1, 0), "a single image trains");
+    assert_eq!(dataset.camera_count, 1);
+    assert_eq!(
+        dataset.init_points.as_ref().map(splat_trainer::formats::PointCloud::len),
+        Some(100)
+    );
+    let camera = &dataset.train[0].camera;
+    assert_eq!(
+        (camera.width, camera.height, camera.fx, camera.fy, camera.cx, camera.cy),
+        (50, 50, 50.0, 50.0, 25.0, 25.0)
+    );
+}
+
+#[test]
+fn max_resolution_downscales_and_scales_intrinsics() {
+    let dataset =
+        load_with("lego-blender", &LoadOptions { max_resolution: 400, ..LoadOptions::default() });
+    let full = load("lego-blender");
+    for (small, full) in dataset.train.iter().zip(&full.train) {
+        assert_eq!(small.image.dimensions(), (400, 400));
+        assert!((small.camera.fx * 2.0 - full.camera.fx).abs() < 1e-3);
+        assert_eq!(
+            (small.camera.cx, small.camera.world_from_camera),
+            (200.0, full.camera.world_from_camera)
+        );
+    }
+}
+
+#[test]
+fn random_points_fill_camera_bounds_deterministically() {
+    let dataset = load("lego-blender");
+    let (min, max) = dataset.scene_bounds();
+    assert!((max - min).min_element() > 1.0, "{min} {max}");
+    for view in all_views(&dataset) {
+        let p = view.camera.position();
+        assert!(p.cmpge(min).all() && p.cmple(max).all());
+    }
+    let points = dataset.random_points(10_000, 7);
+    assert_eq!(points.len(), 10_000);
+    // The box is padded by a tenth of its largest side, at least one unit.
+    let pad = Vec3::splat(((max - min).max_element() * 0.1).max(1.0));
+    let (min, max) = (min - pad, max + pad);
+    assert!(
+        !points.has_color
+            && points.colors.iter().all(|c| c.iter().all(|&v| (v - 0.5).abs() < f32::EPSILON))
+    );
+    assert!(
+        points
+            .positions
+            .iter()
+            .all(|p| Vec3::from(*p).cmpge(min).all() && Vec3::from(*p).cmple(max).all())
+    );
+    let mean = points.positions.iter().map(|p| Vec3::from(*p)).sum::<Vec3>() / 10_000.0;
+    assert!(
+        (mean - (min + max) / 2.0).abs().max_element() < 0.05 * (max - min).max_element(),
+        "{mean}"
+    );
+    assert_eq!(points, dataset.random_points(10_000, 7));
+    assert_ne!(points, dataset.random_points(10_000, 8));
+}
+
+/// Writes every file under `dir` into a zip, under `prefix` (`""` = the archive root).
+fn zip_folder(dir: &Path, zip_path: &Path, prefix: &str) {
+    let mut writer = zip::ZipWriter::new(std::fs::File::create(zip_path).expect("create zip"));
+    let options = zip::write::SimpleFileOptions::default();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let rel = path.strip_prefix(dir).expect("inside").to_string_lossy().replace('\\', "/");
+            writer.start_file(format!("{prefix}{rel}"), options).expect("start_file");
+            writer.write_all(&std::fs::read(&path).expect("read")).expect("write");
+        }
+    }
+    writer.finish().expect("finish zip");
+}
+
+fn assert_same_views(a: &Dataset, b: &Dataset) {
+    assert_eq!(
+        (a.train.len(), a.eval.len(), a.camera_count),
+        (b.train.len(), b.eval.len(), b.camera_count)
+    );
+    for (x, y) in all_views(a).into_iter().zip(all_views(b)) {
+        assert_eq!((&x.name, x.camera), (&y.name, y.camera));
+        assert_eq!(x.image, y.image);
+    }
+    assert_eq!(a.init_points, b.init_points);
+}
+
+#[test]
+fn zip_with_top_level_folder_loads_like_the_folder() {
+    let temp = TempDir::new("zip-folder");
+    let zip_path = temp.path().join("desk.zip");
+    zip_folder(&dataset_path("desk-statue-colmap"), &zip_path, "desk-statue-colmap/");
+    let zipped = timed_load(&zip_path, &LoadOptions::default());
+    assert_eq!(zipped.source, zip_path);
+    assert_same_views(&zipped, &load("desk-statue-colmap"));
+}
+
+#[test]
+fn zip_with_dataset_at_root_loads_like_the_folder() {
+    let temp = TempDir::new("zip-root");
+    let zip_path = temp.path().join("tiny.zip");
+    zip_folder(&dataset_path("tiny-per-frame-intrinsics"), &zip_path, "");
+    let zipped = timed_load(&zip_path, &LoadOptions::default());
+    assert_same_views(&zipped, &load("tiny-per-frame-intrinsics"));
+}
+
+#[test]
+fn zip_entry_escaping_the_archive_is_refused() {
+    let temp = TempDir::new("zip-evil");
+    for evil in ["../evil", "/etc/evil", "a/../../evil"] {
+        let zip_path = temp.path().join("evil.zip");
+        let mut writer = zip::ZipWriter::new(std::fs::File::create(&zip_path).expect("create"));
+        let options = zip::write::SimpleFileOptions::default();
+        writer.start_file("transforms.json", options).expect("start");
+        writer.write_all(b"{\"frames\": []}").expect("write");
+        writer.start_file(evil, options).expect("start");
+        writer.write_all(b"gotcha").expect("write");
+        writer.finish().expect("finish");
+
+        let error =
+            load_dataset(&zip_path, &LoadOptions::default()).expect_err("refused").to_string();
+        assert!(
+            error.contains("evil.zip")
+                && error.contains(evil)
+                && error.contains("outside the archive"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn zip_entry_declaring_a_huge_size_is_refused() {
+    let temp = TempDir::new("zip-bomb");
+    let zip_path = temp.path().join("bomb.zip");
+    zip_folder(&dataset_path("tiny-per-frame-intrinsics"), &zip_path, "");
+    // Patch the uncompressed size of `transforms.json` in the local and central headers to
+    // 4 GiB - 1, as a zip bomb would declare.
+    let mut bytes = std::fs::read(&zip_path).expect("zip");
+    let name = b"transforms.json";
+    let patch =
+        |bytes: &mut Vec<u8>, signature: [u8; 4], name_offset: usize, size_offset: usize| {
+            let start = (0..bytes.len() - name_offset - name.len())
+                .find(|&i| {
+                    bytes[i..i + 4] == signature
+                        && &bytes[i + name_offset..i + name_offset + name.len()] == name
+                })
+                .expect("header");
+            bytes[start + size_offset..start + size_offset + 4]
+                .copy_from_slice(&u32::MAX.to_le_bytes());
+        };
+    patch(&mut bytes, [0x50, 0x4b, 0x03, 0x04], 30, 22);
+    patch(&mut bytes, [0x50, 0x4b, 0x01, 0x02], 46, 24);
+    std::fs::write(&zip_path, bytes).expect("write");
+    let error = load_dataset(&zip_path, &LoadOptions::default()).expect_err("refused").to_string();
+    assert!(
+        error.contains("bomb.zip:transforms.json") && error.contains("declares 4294967295 bytes"),
+        "{error}"
+    );
+}
+
+#[test]
+fn views_keep_their_dataset_order() {
+    let dataset = load("desk-statue-colmap");
+    // Every 8th image (0, 8, 16) is an eval view; indices follow the sorted image names.
+    let eval: Vec<usize> = dataset.eval.iter().map(|v| v.index).collect();
+    assert_eq!(eval, vec![0, 8, 16]);
+    let mut names: Vec<(usize, &str)> =
+        dataset.views().map(|v| (v.index, v.name.as_str())).collect();
+    names.sort_unstable();
+    assert!(names.windows(2).all(|w| w[0].1 < w[1].1), "index order is name order");
+    assert_eq!(dataset.view(0).map(|v| v.index), Some(0));
+    assert!(dataset.view(23).is_none());
+}
+
+#[test]
+fn random_points_of_a_single_camera_fill_a_box() {
+    let dataset = load("tiny-per-frame-intrinsics");
+    let points = dataset.random_points(1000, 1);
+    let (min, max) = points.positions.iter().fold((Vec3::MAX, Vec3::MIN), |(lo, hi), p| {
+        (lo.min(Vec3::from(*p)), hi.max(Vec3::from(*p)))
+    });
+    assert!((max - min).min_element() > 1.0, "{min} {max}");
+}
