@@ -27,7 +27,7 @@ mod views;
 
 use std::path::{Path, PathBuf};
 
-use glam::{Mat4, Vec3};
+use glam::Vec3;
 use splat_formats::PointCloud;
 
 pub use error::DatasetError;
@@ -42,26 +42,7 @@ const INIT_POINT_FILES: [&str; 2] = ["init.ply", "points3D.ply"];
 /// Colour of random initial points (0..1).
 const NEUTRAL_GREY: [f32; 3] = [0.5; 3];
 
-/// Pinhole intrinsics and pose of one view, for the image *as loaded* (after downscaling).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Camera {
-    pub width: u32,
-    pub height: u32,
-    pub fx: f32,
-    pub fy: f32,
-    pub cx: f32,
-    pub cy: f32,
-    /// Camera-to-world transform, `OpenCV` convention (x right, y down, z forward).
-    pub world_from_camera: Mat4,
-}
-
-impl Camera {
-    /// Camera centre in world space.
-    #[must_use]
-    pub fn position(&self) -> Vec3 {
-        self.world_from_camera.w_axis.truncate()
-    }
-}
+pub use splat_render::Camera;
 
 /// One posed photo.
 #[derive(Clone, Debug)]

@@ -1,0 +1,1 @@
+//! Prefix sums on the GPU. (Being written.)

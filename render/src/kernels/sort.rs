@@ -1,0 +1,1 @@
+//! Radix sort on the GPU. (Being written.)

@@ -1,0 +1,1 @@
+//! CPU reference of the rasterizer (tests only). (Being written.)
