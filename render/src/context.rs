@@ -209,6 +209,28 @@ impl GpuContext {
         self.device.generate_allocator_report().map(|r| r.total_allocated_bytes)
     }
 
+    /// Runs GPU work (encoding, submitting) inside out-of-memory and validation error scopes,
+    /// so a mistake in a bind group or a dispatch comes back as an error of this call instead
+    /// of a message in the log. Error scopes are per thread: call from the thread that works.
+    pub fn checked<T>(
+        &self,
+        label: &str,
+        work: impl FnOnce() -> Result<T, GpuError>,
+    ) -> Result<T, GpuError> {
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let result = work();
+        let oom = pollster::block_on(oom.pop());
+        let validation = pollster::block_on(validation.pop());
+        if oom.is_some() {
+            return Err(GpuError::OutOfMemory { label: label.into(), bytes: 0 });
+        }
+        if let Some(error) = validation {
+            return Err(GpuError::Validation { label: label.into(), message: error.to_string() });
+        }
+        result
+    }
+
     /// Runs `create` inside out-of-memory and validation error scopes, turning a failure
     /// into a typed error instead of a panic in wgpu's default handler.
     fn with_error_scope<T>(

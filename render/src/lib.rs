@@ -1,4 +1,4 @@
-//! GPU context, memory ledger and (later) the splat rasterizer kernels.
+//! GPU context, memory ledger and the differentiable splat rasterizer.
 //!
 //! This crate knows nothing of training, datasets or any UI: it depends on wgpu and nothing
 //! above it. Every GPU allocation of the project goes through [`GpuContext`], which records
@@ -6,13 +6,17 @@
 
 mod camera;
 mod context;
+pub mod gpu_splats;
 pub mod kernels;
-pub mod reference;
 pub mod ledger;
+pub mod reference;
+mod renderer;
 
 pub use camera::Camera;
 pub use context::{GpuBuffer, GpuContext, GpuError, GpuTexture, device_descriptor, texture_bytes};
+pub use gpu_splats::{GpuSplats, SplatGradients};
 pub use ledger::{Allocation, Category, Ledger, LedgerEntry, LedgerSnapshot, Owner};
+pub use renderer::{FrameScratch, FrameStats, RenderSettings, Renderer};
 pub use wgpu;
 
 /// Side of the square screen tiles the rasterizer bins splats into, in pixels.

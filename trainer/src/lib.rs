@@ -3,3 +3,4 @@
 pub mod dataset;
 
 pub use splat_formats as formats;
+pub use splat_render as render;

@@ -1,4 +1,168 @@
-//! WGSL compute kernels, each beside its Rust wrapper.
+//! WGSL compute kernels, each beside its Rust wrapper, and the pieces they share.
+//!
+//! WGSL has no `#include`: each kernel's source is the concatenation of `common.wgsl` (the
+//! constants, structs and math of render/MATH.md), where needed `splat_params.wgsl` (the
+//! parameter bindings and the projection), and the kernel itself. [`shader_sources`] lists
+//! every composition, so one test validates them all with naga.
 
 pub mod scan;
 pub mod sort;
+
+use bytemuck::{Pod, Zeroable};
+
+const COMMON: &str = include_str!("common.wgsl");
+const SPLAT_PARAMS: &str = include_str!("splat_params.wgsl");
+
+/// How the backward rasterizer adds floats atomically.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FloatAtomics {
+    /// `atomicAdd` on `atomic<f32>` (adapter feature `SHADER_FLOAT32_ATOMIC`).
+    Native,
+    /// A compare-exchange loop on the bit pattern: works everywhere, slower under contention.
+    CompareExchange,
+}
+
+/// Which kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    ProjectForward,
+    ProjectBackward,
+    Intersect,
+    RasterizeForward,
+    RasterizeBackward(FloatAtomics),
+}
+
+impl Kernel {
+    pub const ALL: [Self; 6] = [
+        Self::ProjectForward,
+        Self::ProjectBackward,
+        Self::Intersect,
+        Self::RasterizeForward,
+        Self::RasterizeBackward(FloatAtomics::Native),
+        Self::RasterizeBackward(FloatAtomics::CompareExchange),
+    ];
+
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::ProjectForward => "project_forward",
+            Self::ProjectBackward => "project_backward",
+            Self::Intersect => "intersect",
+            Self::RasterizeForward => "rasterize_forward",
+            Self::RasterizeBackward(FloatAtomics::Native) => "rasterize_backward (native atomics)",
+            Self::RasterizeBackward(FloatAtomics::CompareExchange) => {
+                "rasterize_backward (compare-exchange)"
+            }
+        }
+    }
+
+    /// The full WGSL source of the kernel.
+    #[must_use]
+    pub fn source(self) -> String {
+        let parts: &[&str] = match self {
+            Self::ProjectForward => &[COMMON, SPLAT_PARAMS, include_str!("project_forward.wgsl")],
+            Self::ProjectBackward => &[COMMON, SPLAT_PARAMS, include_str!("project_backward.wgsl")],
+            Self::Intersect => &[COMMON, include_str!("intersect.wgsl")],
+            Self::RasterizeForward => &[COMMON, include_str!("rasterize_forward.wgsl")],
+            Self::RasterizeBackward(FloatAtomics::Native) => &[
+                COMMON,
+                include_str!("grad_atomic_native.wgsl"),
+                include_str!("rasterize_backward.wgsl"),
+            ],
+            Self::RasterizeBackward(FloatAtomics::CompareExchange) => &[
+                COMMON,
+                include_str!("grad_atomic_cas.wgsl"),
+                include_str!("rasterize_backward.wgsl"),
+            ],
+        };
+        parts.join("\n")
+    }
+}
+
+/// Every WGSL composition the crate builds, with a label: for naga validation in tests.
+#[must_use]
+pub fn shader_sources() -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> =
+        Kernel::ALL.iter().map(|k| (k.label().to_string(), k.source())).collect();
+    all.extend(scan::shader_sources());
+    all.extend(sort::shader_sources());
+    all
+}
+
+/// Camera and settings of one render. Keep in sync with `RenderUniform` in common.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct RenderUniform {
+    /// Column-major, as WGSL's mat4x4.
+    pub camera_from_world: [[f32; 4]; 4],
+    pub camera_position: [f32; 4],
+    pub background: [f32; 4],
+    pub focal: [f32; 2],
+    pub principal: [f32; 2],
+    pub image_size: [u32; 2],
+    pub tiles: [u32; 2],
+    pub num_splats: u32,
+    /// Active SH degree (what the colour uses).
+    pub sh_degree: u32,
+    pub antialiased: u32,
+    /// SH degree the parameter buffers hold.
+    pub sh_degree_stored: u32,
+}
+const _: () = assert!(size_of::<RenderUniform>() == 144);
+
+/// Uniform of the intersection kernels. Keep in sync with intersect.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct IntersectUniform {
+    pub num_splats: u32,
+    pub num_intersections: u32,
+    pub tiles_x: u32,
+    pub tiles_y: u32,
+}
+const _: () = assert!(size_of::<IntersectUniform>() == 16);
+
+/// Uniform of the rasterizers. Keep in sync with `RasterUniform` in rasterize_*.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct RasterUniform {
+    pub image_size: [u32; 2],
+    pub tiles: [u32; 2],
+    pub background: [f32; 4],
+}
+const _: () = assert!(size_of::<RasterUniform>() == 32);
+
+/// Bytes of one `Projected` (common.wgsl).
+pub const PROJECTED_BYTES: u64 = 48;
+/// Floats of dL/d(projected) per splat: mean2d 2, conic 3, colour 3, opacity 1.
+pub const PROJECTED_GRAD_FLOATS: u64 = 9;
+/// Floats of densification statistics per splat: NDC gradient norm sum, visible count,
+/// largest radius.
+pub const DENSIFY_FLOATS: u64 = 3;
+
+/// Workgroups for `n` items of `group_size` threads, folded into 2D when there are more than
+/// the 65,535 a dimension allows. Kernels recover the flat index as `x + y · groups.x`.
+#[must_use]
+pub fn dispatch_size(n: u32, group_size: u32) -> (u32, u32) {
+    groups_2d(n.div_ceil(group_size))
+}
+
+/// `groups` workgroups folded into 2D (x ≤ 65,535).
+#[must_use]
+pub fn groups_2d(groups: u32) -> (u32, u32) {
+    const MAX: u32 = 65_535;
+    if groups <= MAX { (groups, 1) } else { (MAX, groups.div_ceil(MAX)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatch_folds_past_the_limit() {
+        assert_eq!(dispatch_size(0, 256), (0, 1));
+        assert_eq!(dispatch_size(256, 256), (1, 1));
+        assert_eq!(dispatch_size(257, 256), (2, 1));
+        let (x, y) = dispatch_size(20_000_000, 256);
+        assert!(x <= 65_535 && x * y >= 20_000_000_u32.div_ceil(256));
+    }
+}

@@ -1,0 +1,154 @@
+//! `splatforge bench-render`: times the rasterizer forward and forward + backward on random
+//! scenes of given sizes, and reports the peak GPU bytes per splat from the ledger.
+//!
+//! Scenes are splats scattered in a box in front of the camera with small, trained-looking
+//! scales, so that most are visible and each touches a few tiles. Every timing waits for the
+//! GPU to finish (`wait_idle`), median of the timed runs after one warm-up.
+
+use std::time::{Duration, Instant};
+
+use glam::Mat4;
+use splat_trainer::formats::{Splats, sh_coeffs_for_degree};
+use splat_trainer::render::{
+    Camera, Category, FrameScratch, GpuContext, GpuSplats, Owner, RenderSettings, Renderer,
+    SplatGradients, wgpu,
+};
+
+pub struct BenchArgs {
+    pub splats: Vec<u32>,
+    pub sizes: Vec<u32>,
+    pub sh_degree: u32,
+    pub runs: usize,
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let ctx = pollster::block_on(GpuContext::new_headless())?;
+    let renderer = Renderer::new(&ctx);
+    let info = &ctx.adapter_info;
+    println!(
+        "adapter: {} ({:?}, {:?}), float atomics: {:?}",
+        info.name,
+        info.backend,
+        info.device_type,
+        renderer.float_atomics()
+    );
+    println!(
+        "{:>9} {:>6} {:>12} {:>12} {:>14} {:>15}",
+        "splats", "image", "forward ms", "fwd+bwd ms", "intersections", "peak B/splat"
+    );
+    for &n in &args.splats {
+        let scene = random_scene(n as usize, args.sh_degree);
+        for &size in &args.sizes {
+            let owner = Owner::Run(u64::from(n) * 10_000 + u64::from(size));
+            let result = bench_one(&ctx, &renderer, &scene, size, args.runs, owner);
+            ctx.wait_idle()?;
+            match result {
+                Ok(r) => println!(
+                    "{n:>9} {:>6} {:>12.2} {:>12.2} {:>14} {:>15.0}",
+                    format!("{size}²"),
+                    r.forward.as_secs_f64() * 1e3,
+                    r.forward_backward.as_secs_f64() * 1e3,
+                    r.intersections,
+                    r.peak_bytes as f64 / f64::from(n.max(1)),
+                ),
+                Err(e) => println!("{n:>9} {:>6} skipped: {e:#}", format!("{size}²")),
+            }
+        }
+    }
+    Ok(())
+}
+
+struct BenchResult {
+    forward: Duration,
+    forward_backward: Duration,
+    intersections: u32,
+    peak_bytes: u64,
+}
+
+fn bench_one(
+    ctx: &GpuContext,
+    renderer: &Renderer,
+    scene: &Splats,
+    size: u32,
+    runs: usize,
+    owner: Owner,
+) -> anyhow::Result<BenchResult> {
+    ctx.ledger().reset_peak();
+    let base = ctx.ledger().total_bytes();
+    let camera = Camera {
+        width: size,
+        height: size,
+        fx: size as f32,
+        fy: size as f32,
+        cx: size as f32 / 2.0,
+        cy: size as f32 / 2.0,
+        world_from_camera: Mat4::IDENTITY,
+    };
+    let settings = RenderSettings::default();
+    let params = GpuSplats::upload(ctx, scene, owner)?;
+    let grads = SplatGradients::new(ctx, &params, owner)?;
+    let mut scratch = FrameScratch::new(ctx, renderer, owner)?;
+    let pixels = (size * size) as usize;
+    let v_image = ctx.create_buffer_init(
+        "v_image",
+        bytemuck::cast_slice(&vec![[1e-3_f32; 4]; pixels]),
+        wgpu::BufferUsages::STORAGE,
+        Category::RasterizerScratch,
+        owner,
+    )?;
+
+    let mut intersections = 0;
+    let mut forward = Vec::with_capacity(runs);
+    let mut forward_backward = Vec::with_capacity(runs);
+    for run in 0..=runs {
+        let start = Instant::now();
+        intersections =
+            renderer.forward(ctx, &params, &camera, &settings, &mut scratch)?.intersections;
+        ctx.wait_idle()?;
+        let forward_time = start.elapsed();
+        renderer.backward(ctx, &params, &scratch, &v_image, &grads)?;
+        ctx.wait_idle()?;
+        if run > 0 {
+            forward.push(forward_time);
+            forward_backward.push(start.elapsed());
+        }
+    }
+    let peak_bytes = ctx.ledger().snapshot().peak_bytes - base;
+    forward.sort();
+    forward_backward.sort();
+    Ok(BenchResult {
+        forward: forward[runs / 2],
+        forward_backward: forward_backward[runs / 2],
+        intersections,
+        peak_bytes,
+    })
+}
+
+/// Splats in a box 2..8 units in front of the camera, filling its view.
+fn random_scene(n: usize, sh_degree: u32) -> Splats {
+    let mut state: u64 = 0x1234_5678;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let rest = 3 * (sh_coeffs_for_degree(sh_degree) - 1);
+    // Scale so that splats cover the image a few layers deep whatever n is.
+    let log_scale = (1.2 / (n as f32).sqrt()).ln();
+    let mut s = Splats::with_capacity(n, sh_degree);
+    for _ in 0..n {
+        let z = 2.0 + 6.0 * next();
+        s.means.push([(next() - 0.5) * z, (next() - 0.5) * z, z]);
+        s.log_scales.push([
+            log_scale + next() - 0.5,
+            log_scale + next() - 0.5,
+            log_scale + next() - 0.5,
+        ]);
+        s.rotations.push([next() - 0.5, next() - 0.5, next() - 0.5, next() - 0.5]);
+        s.opacity_logits.push(next() * 4.0 - 2.0);
+        s.sh_dc.push([next() - 0.5, next() - 0.5, next() - 0.5]);
+        s.sh_rest.extend((0..rest).map(|_| (next() - 0.5) * 0.2));
+    }
+    s
+}

@@ -1,0 +1,273 @@
+//! Splat parameters and their gradients on the GPU.
+//!
+//! Flat f32 buffers (no vec3 padding). SH coefficients are split by band, coefficient-major
+//! within a band (`[N, coefficients of the band, 3]`): no single binding then exceeds
+//! lavapipe's 128 MiB limit at a million splats of degree 3, and degree-0 scenes carry no SH
+//! rest at all. Bands above the stored degree are 16-byte placeholders (bindings cannot be
+//! empty).
+
+use splat_formats::{Splats, sh_coeffs_for_degree};
+
+use crate::{Category, GpuBuffer, GpuContext, GpuError, Owner};
+
+/// Coefficients per SH band (degree 0..=3).
+pub const BAND_COEFFS: [u32; 4] = [1, 3, 5, 7];
+/// First coefficient index of each band.
+const BAND_START: [usize; 4] = [0, 1, 4, 9];
+
+const PARAM_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_DST)
+    .union(wgpu::BufferUsages::COPY_SRC);
+
+/// Splat parameters on the GPU (raw values, as `Splats` holds them).
+#[derive(Debug)]
+pub struct GpuSplats {
+    pub count: u32,
+    pub sh_degree: u32,
+    pub means: GpuBuffer,
+    pub log_scales: GpuBuffer,
+    pub quats: GpuBuffer,
+    pub opacities: GpuBuffer,
+    pub sh: [GpuBuffer; 4],
+}
+
+fn band_len(count: usize, band: usize, sh_degree: u32) -> usize {
+    if band as u32 <= sh_degree { count * BAND_COEFFS[band] as usize * 3 } else { 0 }
+}
+
+/// Bytes for `floats` f32 values, at least 16 (a binding may not be empty).
+fn buffer_bytes(floats: usize) -> u64 {
+    (floats as u64 * 4).max(16)
+}
+
+impl GpuSplats {
+    /// Uploads a scene. Errors if it has more splats than a u32 counts or a buffer would
+    /// exceed the device's limits.
+    pub fn upload(ctx: &GpuContext, splats: &Splats, owner: Owner) -> Result<Self, GpuError> {
+        let count = u32::try_from(splats.len()).map_err(|_| GpuError::TooLarge {
+            label: "splats".into(),
+            bytes: splats.len() as u64,
+            limit: u64::from(u32::MAX),
+        })?;
+        let param = |label: &str, data: &[f32]| {
+            ctx.create_buffer_init(
+                label,
+                bytemuck::cast_slice(if data.is_empty() { &[0.0; 4] } else { data }),
+                PARAM_USAGE,
+                Category::SplatParameters,
+                owner,
+            )
+        };
+        let bands = split_sh_bands(splats);
+        Ok(Self {
+            count,
+            sh_degree: splats.sh_degree,
+            means: param("means", splats.means.as_flattened())?,
+            log_scales: param("log_scales", splats.log_scales.as_flattened())?,
+            quats: param("quats", splats.rotations.as_flattened())?,
+            opacities: param("opacities", &splats.opacity_logits)?,
+            sh: [
+                param("sh band 0", &bands[0])?,
+                param("sh band 1", &bands[1])?,
+                param("sh band 2", &bands[2])?,
+                param("sh band 3", &bands[3])?,
+            ],
+        })
+    }
+
+    /// Reads the parameters back (blocks until the GPU is done).
+    pub fn download(&self, ctx: &GpuContext) -> Result<Splats, GpuError> {
+        let n = self.count as usize;
+        let read = |buffer: &GpuBuffer, floats: usize| read_f32(ctx, buffer, floats);
+        let means = read(&self.means, n * 3)?;
+        let log_scales = read(&self.log_scales, n * 3)?;
+        let quats = read(&self.quats, n * 4)?;
+        let opacities = read(&self.opacities, n)?;
+        let mut bands: [Vec<f32>; 4] = Default::default();
+        for (band, out) in bands.iter_mut().enumerate() {
+            *out = read(&self.sh[band], band_len(n, band, self.sh_degree))?;
+        }
+        Ok(merge_sh_bands(
+            Splats {
+                means: to_arrays(&means),
+                log_scales: to_arrays(&log_scales),
+                rotations: to_arrays(&quats),
+                opacity_logits: opacities,
+                sh_dc: Vec::new(),
+                sh_rest: Vec::new(),
+                sh_degree: self.sh_degree,
+            },
+            &bands,
+        ))
+    }
+}
+
+fn to_arrays<const K: usize>(flat: &[f32]) -> Vec<[f32; K]> {
+    flat.chunks_exact(K).map(|c| std::array::from_fn(|i| c[i])).collect()
+}
+
+/// `Splats` (DC + channel-major rest) to per-band coefficient-major arrays.
+#[must_use]
+pub fn split_sh_bands(splats: &Splats) -> [Vec<f32>; 4] {
+    let n = splats.len();
+    let rest = sh_coeffs_for_degree(splats.sh_degree) - 1;
+    let mut bands: [Vec<f32>; 4] =
+        std::array::from_fn(|band| Vec::with_capacity(band_len(n, band, splats.sh_degree)));
+    bands[0].extend_from_slice(splats.sh_dc.as_flattened());
+    for i in 0..n {
+        let row = &splats.sh_rest[i * 3 * rest..(i + 1) * 3 * rest];
+        for band in 1..=splats.sh_degree as usize {
+            for k in BAND_START[band]..BAND_START[band] + BAND_COEFFS[band] as usize {
+                for c in 0..3 {
+                    bands[band].push(row[c * rest + k - 1]);
+                }
+            }
+        }
+    }
+    bands
+}
+
+/// Per-band arrays back into `splats.sh_dc` / `sh_rest`.
+#[must_use]
+pub fn merge_sh_bands(mut splats: Splats, bands: &[Vec<f32>; 4]) -> Splats {
+    let n = splats.means.len();
+    let rest = sh_coeffs_for_degree(splats.sh_degree) - 1;
+    splats.sh_dc = to_arrays(&bands[0]);
+    splats.sh_rest = vec![0.0; n * 3 * rest];
+    for i in 0..n {
+        for band in 1..=splats.sh_degree as usize {
+            let coeffs = BAND_COEFFS[band] as usize;
+            for j in 0..coeffs {
+                let k = BAND_START[band] + j;
+                for c in 0..3 {
+                    splats.sh_rest[i * 3 * rest + c * rest + k - 1] =
+                        bands[band][(i * coeffs + j) * 3 + c];
+                }
+            }
+        }
+    }
+    splats
+}
+
+/// Gradients of the raw parameters (same layout as [`GpuSplats`]) and the densification
+/// statistics `[N, 3]` (NDC gradient norm sum, visible count, largest radius in pixels),
+/// which accumulate across backward passes until the owner clears them.
+#[derive(Debug)]
+pub struct SplatGradients {
+    pub count: u32,
+    pub v_means: GpuBuffer,
+    pub v_log_scales: GpuBuffer,
+    pub v_quats: GpuBuffer,
+    pub v_opacities: GpuBuffer,
+    pub v_sh: [GpuBuffer; 4],
+    pub densify: GpuBuffer,
+}
+
+impl SplatGradients {
+    pub fn new(ctx: &GpuContext, splats: &GpuSplats, owner: Owner) -> Result<Self, GpuError> {
+        let n = splats.count as usize;
+        let grad = |label: &str, floats: usize| {
+            ctx.create_buffer(label, buffer_bytes(floats), PARAM_USAGE, Category::Gradients, owner)
+        };
+        Ok(Self {
+            count: splats.count,
+            v_means: grad("v_means", n * 3)?,
+            v_log_scales: grad("v_log_scales", n * 3)?,
+            v_quats: grad("v_quats", n * 4)?,
+            v_opacities: grad("v_opacities", n)?,
+            v_sh: [
+                grad("v_sh band 0", band_len(n, 0, splats.sh_degree))?,
+                grad("v_sh band 1", band_len(n, 1, splats.sh_degree))?,
+                grad("v_sh band 2", band_len(n, 2, splats.sh_degree))?,
+                grad("v_sh band 3", band_len(n, 3, splats.sh_degree))?,
+            ],
+            densify: ctx.create_buffer(
+                "densification statistics",
+                buffer_bytes(n * crate::kernels::DENSIFY_FLOATS as usize),
+                PARAM_USAGE,
+                Category::DensificationStats,
+                owner,
+            )?,
+        })
+    }
+}
+
+/// Reads `floats` f32 values from the start of a buffer (which needs `COPY_SRC`). Blocks.
+pub fn read_f32(
+    ctx: &GpuContext,
+    buffer: &wgpu::Buffer,
+    floats: usize,
+) -> Result<Vec<f32>, GpuError> {
+    let bytes = read_bytes(ctx, buffer, floats as u64 * 4)?;
+    Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+}
+
+/// Reads the first `bytes` bytes of a buffer through a staging buffer. Blocks until the GPU
+/// is done; for tests, the command line and end-of-run exports, never per frame in the UI.
+pub fn read_bytes(
+    ctx: &GpuContext,
+    buffer: &wgpu::Buffer,
+    bytes: u64,
+) -> Result<Vec<u8>, GpuError> {
+    if bytes == 0 {
+        return Ok(Vec::new());
+    }
+    let padded = bytes.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+    let staging = ctx.create_buffer(
+        "readback",
+        padded,
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        Category::Other,
+        Owner::Shared,
+    )?;
+    let mut encoder = ctx
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
+    encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, padded);
+    ctx.queue.submit([encoder.finish()]);
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    staging.slice(..).map_async(wgpu::MapMode::Read, move |result| {
+        // The receiver waits below; if it is gone there is nobody to tell.
+        let _ = tx.send(result);
+    });
+    ctx.wait_idle()?;
+    rx.recv()
+        .map_err(|e| GpuError::Poll(e.to_string()))?
+        .map_err(|e| GpuError::Poll(e.to_string()))?;
+    let data = staging.slice(..).get_mapped_range().map_err(|e| GpuError::Poll(e.to_string()))?
+        [..bytes as usize]
+        .to_vec();
+    staging.unmap();
+    Ok(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[expect(clippy::float_cmp, reason = "values are small integers, exact in f32")]
+    fn sh_bands_round_trip() {
+        for degree in 0..=3 {
+            let n = 3;
+            let rest = sh_coeffs_for_degree(degree) - 1;
+            let splats = Splats {
+                means: vec![[0.0; 3]; n],
+                log_scales: vec![[0.0; 3]; n],
+                rotations: vec![[1.0, 0.0, 0.0, 0.0]; n],
+                opacity_logits: vec![0.0; n],
+                sh_dc: (0..n).map(|i| [i as f32, 0.5, -1.0]).collect(),
+                sh_rest: (0..n * 3 * rest).map(|v| v as f32).collect(),
+                sh_degree: degree,
+            };
+            let bands = split_sh_bands(&splats);
+            if degree >= 1 {
+                // Splat 0, coefficient 1, green = rest index (c = 1) * rest + 0.
+                assert_eq!(bands[1][1], (rest) as f32);
+            }
+            let back =
+                merge_sh_bands(Splats { sh_dc: vec![], sh_rest: vec![], ..splats.clone() }, &bands);
+            assert_eq!(back, splats);
+        }
+    }
+}

@@ -1,0 +1,98 @@
+// Rasterization, forward: one workgroup per 16×16 tile, one thread per pixel. The tile's
+// splats (front to back) are loaded in batches of 256 into workgroup memory and composited
+// with the thresholds of MATH.md. Per pixel, the final transmittance and the number of list
+// entries up to the last composited splat are kept for the backward pass.
+
+struct RasterUniform {
+    image_size: vec2<u32>,
+    tiles: vec2<u32>,
+    background: vec4<f32>,
+}
+
+@group(0) @binding(0) var<uniform> ru: RasterUniform;
+@group(0) @binding(1) var<storage, read> projected: array<Projected>;   // [N]
+@group(0) @binding(2) var<storage, read> isect_splats: array<u32>;     // [M] tile-sorted
+@group(0) @binding(3) var<storage, read> ranges: array<vec2<u32>>;     // [tiles]
+@group(0) @binding(4) var<storage, read_write> image: array<vec4<f32>>;      // [H, W] rgb + alpha
+@group(0) @binding(5) var<storage, read_write> final_t: array<f32>;          // [H, W]
+@group(0) @binding(6) var<storage, read_write> last_entry: array<u32>;       // [H, W]
+
+const BATCH: u32 = 256u;
+
+var<workgroup> batch_mean: array<vec2<f32>, BATCH>;
+var<workgroup> batch_conic: array<vec4<f32>, BATCH>;   // A, B, C, opacity
+var<workgroup> batch_color: array<vec3<f32>, BATCH>;
+var<workgroup> done_count: atomic<u32>;
+
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32, @builtin(num_workgroups) groups: vec3<u32>) {
+    let tile = gid.x + gid.y * groups.x;
+    let num_tiles = ru.tiles.x * ru.tiles.y;
+    // Uniform control flow: the whole workgroup leaves together.
+    if tile >= num_tiles {
+        return;
+    }
+    let tile_xy = vec2<u32>(tile % ru.tiles.x, tile / ru.tiles.x);
+    let pixel = tile_xy * TILE + lid3.xy;
+    let inside = pixel.x < ru.image_size.x && pixel.y < ru.image_size.y;
+    let centre = vec2<f32>(pixel) + 0.5;
+    let range = ranges[tile];
+
+    var t = 1.0;
+    var color = vec3<f32>(0.0);
+    var done = !inside;
+    var last = 0u;
+    if lid == 0u {
+        atomicStore(&done_count, 0u);
+    }
+    workgroupBarrier();
+    if done {
+        atomicAdd(&done_count, 1u);
+    }
+
+    for (var start = range.x; start < range.y; start += BATCH) {
+        // Stop when every pixel of the tile is saturated.
+        if workgroupUniformLoad(&done_count) == BATCH {
+            break;
+        }
+        let fetch = start + lid;
+        if fetch < range.y {
+            let p = projected[isect_splats[fetch]];
+            batch_mean[lid] = p.mean2d;
+            batch_conic[lid] = vec4<f32>(p.conic_radius.xyz, p.opacity);
+            batch_color[lid] = p.color.xyz;
+        }
+        workgroupBarrier();
+        let n = min(BATCH, range.y - start);
+        for (var k = 0u; k < n && !done; k++) {
+            let con = batch_conic[k];
+            let d = centre - batch_mean[k];
+            let sigma = 0.5 * (con.x * d.x * d.x + con.z * d.y * d.y) + con.y * d.x * d.y;
+            if sigma < 0.0 {
+                continue;
+            }
+            let alpha = min(ALPHA_MAX, con.w * exp(-sigma));
+            if alpha < ALPHA_MIN {
+                continue;
+            }
+            let next_t = t * (1.0 - alpha);
+            if next_t < T_MIN {
+                done = true;
+                atomicAdd(&done_count, 1u);
+                break;
+            }
+            color += batch_color[k] * (alpha * t);
+            t = next_t;
+            last = start + k - range.x + 1u;
+        }
+        workgroupBarrier();
+    }
+
+    if inside {
+        let at = pixel.y * ru.image_size.x + pixel.x;
+        image[at] = vec4<f32>(color + t * ru.background.xyz, 1.0 - t);
+        final_t[at] = t;
+        last_entry[at] = last;
+    }
+}

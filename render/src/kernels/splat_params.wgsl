@@ -1,0 +1,156 @@
+// The splat parameter buffers (flat f32 arrays, no vec3 padding) and how to read them.
+// Included by the projection kernels after common.wgsl. Bindings 0..=8 of group 0.
+
+@group(0) @binding(0) var<uniform> u: RenderUniform;
+@group(0) @binding(1) var<storage, read> means: array<f32>;        // [N, 3]
+@group(0) @binding(2) var<storage, read> log_scales: array<f32>;   // [N, 3]
+@group(0) @binding(3) var<storage, read> quats: array<f32>;        // [N, 4] w, x, y, z raw
+@group(0) @binding(4) var<storage, read> opacities: array<f32>;    // [N] logits
+// SH split by band so that no binding exceeds 128 MiB at 1M splats:
+@group(0) @binding(5) var<storage, read> sh0: array<f32>;          // [N, 1, 3]
+@group(0) @binding(6) var<storage, read> sh1: array<f32>;          // [N, 3, 3]
+@group(0) @binding(7) var<storage, read> sh2: array<f32>;          // [N, 5, 3]
+@group(0) @binding(8) var<storage, read> sh3: array<f32>;          // [N, 7, 3]
+
+fn load3(i: u32, which: u32) -> vec3<f32> {
+    switch which {
+        case 0u: { return vec3<f32>(means[3u * i], means[3u * i + 1u], means[3u * i + 2u]); }
+        default: { return vec3<f32>(log_scales[3u * i], log_scales[3u * i + 1u], log_scales[3u * i + 2u]); }
+    }
+}
+
+fn load_quat(i: u32) -> vec4<f32> {
+    return vec4<f32>(quats[4u * i], quats[4u * i + 1u], quats[4u * i + 2u], quats[4u * i + 3u]);
+}
+
+// SH coefficient k (all three channels) of splat i.
+fn load_sh(i: u32, k: u32) -> vec3<f32> {
+    if k == 0u {
+        let b = 3u * i;
+        return vec3<f32>(sh0[b], sh0[b + 1u], sh0[b + 2u]);
+    }
+    if k < 4u {
+        let b = 3u * (3u * i + k - 1u);
+        return vec3<f32>(sh1[b], sh1[b + 1u], sh1[b + 2u]);
+    }
+    if k < 9u {
+        let b = 3u * (5u * i + k - 4u);
+        return vec3<f32>(sh2[b], sh2[b + 1u], sh2[b + 2u]);
+    }
+    let b = 3u * (7u * i + k - 9u);
+    return vec3<f32>(sh3[b], sh3[b + 1u], sh3[b + 2u]);
+}
+
+// Workgroup number of a 1D problem dispatched in 2D (x ≤ 65,535 groups, then rows of y).
+fn flat_group(gid: vec3<u32>, num_groups: vec3<u32>) -> u32 {
+    return gid.x + gid.y * num_groups.x;
+}
+
+// Everything the projection computes about one splat, forward. A splat with any non-finite
+// parameter (SH coefficients of every stored degree included) is culled.
+struct Projection {
+    visible: bool,
+    p_cam: vec3<f32>,
+    rot: mat3x3<f32>,       // of the unit quaternion
+    scale: vec3<f32>,       // exp(log-scale)
+    cov_cam: mat3x3<f32>,   // Σc
+    tangent_clamped: vec2<bool>,
+    t: vec2<f32>,           // clamped tx, ty
+    cov2d: vec3<f32>,       // Σ2 before dilation: (a, b, c)
+    det_dilated: f32,
+    comp: f32,
+    conic: vec3<f32>,
+    mean2d: vec2<f32>,
+    radius: f32,
+    dir: vec3<f32>,         // unit view direction
+    dir_norm: f32,
+}
+
+fn project(i: u32) -> Projection {
+    var out: Projection;
+    out.visible = false;
+    let mean = load3(i, 0u);
+    let log_scale = load3(i, 1u);
+    let q_raw = load_quat(i);
+    let logit = opacities[i];
+    if !all_finite3(mean) || !all_finite3(log_scale) || !all_finite3(q_raw.xyz)
+        || !all_finite3(vec3<f32>(q_raw.w, logit, 0.0)) {
+        return out;
+    }
+    let stored = (u.sh_degree_stored + 1u) * (u.sh_degree_stored + 1u);
+    for (var k = 0u; k < stored; k++) {
+        if !all_finite3(load_sh(i, k)) {
+            return out;
+        }
+    }
+    let view = u.camera_from_world;
+    let w_rot = mat3x3<f32>(view[0].xyz, view[1].xyz, view[2].xyz);
+    let p = w_rot * mean + view[3].xyz;
+    out.p_cam = p;
+    if p.z < NEAR {
+        return out;
+    }
+    let qn2 = dot(q_raw, q_raw);
+    if qn2 <= 0.0 {
+        return out;
+    }
+    let q = q_raw * inverseSqrt(qn2);
+    out.rot = quat_to_rotmat(q);
+    out.scale = exp(log_scale);
+    let m = out.rot * mat3x3<f32>(
+        vec3<f32>(out.scale.x, 0.0, 0.0), vec3<f32>(0.0, out.scale.y, 0.0), vec3<f32>(0.0, 0.0, out.scale.z));
+    let cov = m * transpose(m);
+    out.cov_cam = w_rot * cov * transpose(w_rot);
+
+    let size = vec2<f32>(u.image_size);
+    let lim_pos = (size - u.principal) / u.focal + 0.3 * size / u.focal;
+    let lim_neg = u.principal / u.focal + 0.3 * size / u.focal;
+    let ratio = p.xy / p.z;
+    out.tangent_clamped = (ratio < -lim_neg) | (ratio > lim_pos);
+    out.t = p.z * clamp(ratio, -lim_neg, lim_pos);
+    let rz = 1.0 / p.z;
+    let rz2 = rz * rz;
+    // J rows: (fx/z, 0, -fx tx/z²), (0, fy/z, -fy ty/z²)
+    let j0 = vec3<f32>(u.focal.x * rz, 0.0, -u.focal.x * out.t.x * rz2);
+    let j1 = vec3<f32>(0.0, u.focal.y * rz, -u.focal.y * out.t.y * rz2);
+    let cj0 = out.cov_cam * j0;
+    let cj1 = out.cov_cam * j1;
+    out.cov2d = vec3<f32>(dot(j0, cj0), dot(j0, cj1), dot(j1, cj1));
+    let a = out.cov2d.x + DILATION;
+    let b = out.cov2d.y;
+    let c = out.cov2d.z + DILATION;
+    let det = a * c - b * b;
+    out.det_dilated = det;
+    if !(det > 0.0) || !all_finite3(vec3<f32>(a, b, c)) {
+        return out;
+    }
+    out.comp = 1.0;
+    if u.antialiased != 0u {
+        let det_orig = out.cov2d.x * out.cov2d.z - out.cov2d.y * out.cov2d.y;
+        out.comp = sqrt(max(0.0, det_orig / det));
+    }
+    out.conic = vec3<f32>(c / det, -b / det, a / det);
+    out.mean2d = u.focal * p.xy * rz + u.principal;
+    let mid = 0.5 * (a + c);
+    let lambda = mid + sqrt(max(0.1, mid * mid - det));
+    out.radius = ceil(3.0 * sqrt(lambda));
+    let rect = tile_rect(out.mean2d, out.radius, u.tiles);
+    if rect.z <= rect.x || rect.w <= rect.y {
+        return out;
+    }
+    let to_splat = mean - u.camera_position.xyz;
+    out.dir_norm = length(to_splat);
+    out.dir = to_splat / out.dir_norm;
+    out.visible = out.dir_norm > 0.0;
+    return out;
+}
+
+// SH colour before the clamp at zero (e + 0.5).
+fn sh_color(i: u32, dir: vec3<f32>) -> vec3<f32> {
+    let count = (u.sh_degree + 1u) * (u.sh_degree + 1u);
+    var e = vec3<f32>(0.0);
+    for (var k = 0u; k < count; k++) {
+        e += sh_basis(k, dir) * load_sh(i, k);
+    }
+    return e + 0.5;
+}

@@ -1,1 +1,0 @@
-//! CPU reference of the rasterizer (tests only). (Being written.)

@@ -1,0 +1,674 @@
+//! The differentiable splat rasterizer: forward (project → depth sort → tile intersections →
+//! tile sort → rasterize) and backward (rasterize backward → project backward), on our own
+//! WGSL kernels. The math is render/MATH.md.
+//!
+//! One sync point per frame: after projection the number of tile intersections is read back,
+//! so the intersection buffers are sized from the real count. All per-frame buffers live in a
+//! [`FrameScratch`] that only grows (by half again when it must), so rendering the same scene
+//! a thousand times leaves the ledger where the first frames left it.
+
+use crate::gpu_splats::{GpuSplats, SplatGradients, read_f32};
+use crate::kernels::scan::{PrefixScan, ScanScratch};
+use crate::kernels::sort::{RadixSort, SortScratch};
+use crate::kernels::{
+    FloatAtomics, IntersectUniform, Kernel, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS, RasterUniform,
+    RenderUniform, dispatch_size, groups_2d,
+};
+use crate::{Camera, Category, GpuBuffer, GpuContext, GpuError, Owner};
+
+/// How to render.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RenderSettings {
+    /// Linear RGB behind the splats.
+    pub background: [f32; 3],
+    /// Mip-Splatting's 2D filter: opacity scaled by the determinant ratio of the dilation.
+    pub antialiased: bool,
+    /// SH degree the colour uses (at most the scene's); `None` = the scene's.
+    pub sh_degree: Option<u32>,
+}
+
+impl Default for RenderSettings {
+    fn default() -> Self {
+        Self { background: [0.0; 3], antialiased: false, sh_degree: None }
+    }
+}
+
+/// What one forward pass found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameStats {
+    /// Splat-tile pairs rasterized.
+    pub intersections: u32,
+}
+
+const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_DST)
+    .union(wgpu::BufferUsages::COPY_SRC);
+const UNIFORM: wgpu::BufferUsages = wgpu::BufferUsages::UNIFORM.union(wgpu::BufferUsages::COPY_DST);
+
+/// Compute pipelines of the rasterizer. Build once per device.
+#[derive(Debug)]
+pub struct Renderer {
+    project_forward: wgpu::ComputePipeline,
+    project_backward: wgpu::ComputePipeline,
+    gather_counts: wgpu::ComputePipeline,
+    emit: wgpu::ComputePipeline,
+    tile_ranges: wgpu::ComputePipeline,
+    rasterize_forward: wgpu::ComputePipeline,
+    rasterize_backward: wgpu::ComputePipeline,
+    atomics: FloatAtomics,
+    scan: PrefixScan,
+    sort: RadixSort,
+}
+
+fn pipeline(ctx: &GpuContext, kernel: Kernel, entry: &str) -> wgpu::ComputePipeline {
+    let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(kernel.label()),
+        source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
+    });
+    ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(kernel.label()),
+        layout: None,
+        module: &module,
+        entry_point: Some(entry),
+        compilation_options: wgpu::PipelineCompilationOptions::default(),
+        cache: None,
+    })
+}
+
+impl Renderer {
+    /// Builds the pipelines; float atomics are used where the device has them.
+    #[must_use]
+    pub fn new(ctx: &GpuContext) -> Self {
+        let atomics = if ctx.device.features().contains(wgpu::Features::SHADER_FLOAT32_ATOMIC) {
+            FloatAtomics::Native
+        } else {
+            FloatAtomics::CompareExchange
+        };
+        Self::with_atomics(ctx, atomics)
+    }
+
+    /// Builds the pipelines with the given way of adding floats atomically (tests use this to
+    /// check the fallback on devices that have native atomics).
+    #[must_use]
+    pub fn with_atomics(ctx: &GpuContext, atomics: FloatAtomics) -> Self {
+        Self {
+            project_forward: pipeline(ctx, Kernel::ProjectForward, "main"),
+            project_backward: pipeline(ctx, Kernel::ProjectBackward, "main"),
+            gather_counts: pipeline(ctx, Kernel::Intersect, "gather_counts"),
+            emit: pipeline(ctx, Kernel::Intersect, "emit"),
+            tile_ranges: pipeline(ctx, Kernel::Intersect, "tile_ranges"),
+            rasterize_forward: pipeline(ctx, Kernel::RasterizeForward, "main"),
+            rasterize_backward: pipeline(ctx, Kernel::RasterizeBackward(atomics), "main"),
+            atomics,
+            scan: PrefixScan::new(ctx),
+            sort: RadixSort::new(ctx),
+        }
+    }
+
+    #[must_use]
+    pub fn float_atomics(&self) -> FloatAtomics {
+        self.atomics
+    }
+
+    /// Renders `splats` from `camera` into `scratch.image` (`[H, W]` of rgb + alpha).
+    /// Blocks once, to read the number of tile intersections.
+    pub fn forward(
+        &self,
+        ctx: &GpuContext,
+        splats: &GpuSplats,
+        camera: &Camera,
+        settings: &RenderSettings,
+        scratch: &mut FrameScratch,
+    ) -> Result<FrameStats, GpuError> {
+        ctx.checked("render forward", || {
+            self.encode_forward(ctx, splats, camera, settings, scratch)
+        })
+    }
+
+    fn encode_forward(
+        &self,
+        ctx: &GpuContext,
+        splats: &GpuSplats,
+        camera: &Camera,
+        settings: &RenderSettings,
+        scratch: &mut FrameScratch,
+    ) -> Result<FrameStats, GpuError> {
+        let n = splats.count;
+        let (tiles_x, tiles_y) = camera.tiles();
+        let num_tiles = tiles_x * tiles_y;
+        if camera.width == 0 || camera.height == 0 {
+            return Err(GpuError::Validation {
+                label: "render".into(),
+                message: "the image has zero size".into(),
+            });
+        }
+        scratch.ensure(ctx, self, n, camera.width * camera.height, num_tiles)?;
+        let uniform = render_uniform(splats, camera, settings, (tiles_x, tiles_y));
+        ctx.queue.write_buffer(&scratch.uniform, 0, bytemuck::bytes_of(&uniform));
+        let mut intersect =
+            IntersectUniform { num_splats: n, num_intersections: 0, tiles_x, tiles_y };
+        ctx.queue.write_buffer(&scratch.intersect_uniform, 0, bytemuck::bytes_of(&intersect));
+        let raster = RasterUniform {
+            image_size: [camera.width, camera.height],
+            tiles: [tiles_x, tiles_y],
+            background: [
+                settings.background[0],
+                settings.background[1],
+                settings.background[2],
+                0.0,
+            ],
+        };
+        ctx.queue.write_buffer(&scratch.raster_uniform, 0, bytemuck::bytes_of(&raster));
+
+        self.encode_projection(ctx, splats, scratch)?;
+        let intersections = read_total(ctx, &scratch.total_readback)?;
+
+        // Pass 2: emit intersections, sort them by tile, find tile ranges, rasterize.
+        scratch.ensure_intersections(ctx, self, intersections)?;
+        intersect.num_intersections = intersections;
+        ctx.queue.write_buffer(&scratch.intersect_uniform, 0, bytemuck::bytes_of(&intersect));
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("render pass 2"),
+        });
+        encoder.clear_buffer(&scratch.ranges, 0, None);
+        if intersections > 0 {
+            let bind = self.intersect_bind_group(ctx, IntersectStage::Emit, scratch);
+            dispatch(&mut encoder, &self.emit, &bind, dispatch_size(n, 256));
+            let tile_bits = (32 - (num_tiles.max(2) - 1).leading_zeros()).max(1);
+            self.sort.encode(
+                ctx,
+                &mut encoder,
+                &scratch.tile_ids,
+                &scratch.isect_splats,
+                intersections,
+                tile_bits,
+                &scratch.sort_intersections,
+            )?;
+            let bind = self.intersect_bind_group(ctx, IntersectStage::TileRanges, scratch);
+            dispatch(&mut encoder, &self.tile_ranges, &bind, dispatch_size(intersections, 256));
+        }
+        let bind = bind_group(
+            ctx,
+            &self.rasterize_forward,
+            "rasterize_forward",
+            &[
+                &scratch.raster_uniform,
+                &scratch.projected,
+                &scratch.isect_splats,
+                &scratch.ranges,
+                &scratch.image,
+                &scratch.final_t,
+                &scratch.last_entry,
+            ],
+        );
+        dispatch(&mut encoder, &self.rasterize_forward, &bind, groups_2d(num_tiles));
+        ctx.queue.submit([encoder.finish()]);
+        scratch.last_frame =
+            Some(LastFrame { splats: n, width: camera.width, height: camera.height });
+        Ok(FrameStats { intersections })
+    }
+
+    /// Pass 1: project, sort by depth, count intersections (submitted).
+    fn encode_projection(
+        &self,
+        ctx: &GpuContext,
+        splats: &GpuSplats,
+        scratch: &FrameScratch,
+    ) -> Result<(), GpuError> {
+        let n = splats.count;
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("render pass 1"),
+        });
+        if n > 0 {
+            let bind = bind_group(
+                ctx,
+                &self.project_forward,
+                "project_forward",
+                &[
+                    &scratch.uniform,
+                    &splats.means,
+                    &splats.log_scales,
+                    &splats.quats,
+                    &splats.opacities,
+                    &splats.sh[0],
+                    &splats.sh[1],
+                    &splats.sh[2],
+                    &splats.sh[3],
+                    &scratch.projected,
+                    &scratch.tiles_touched,
+                    &scratch.depth_keys,
+                    &scratch.splat_ids,
+                ],
+            );
+            dispatch(&mut encoder, &self.project_forward, &bind, dispatch_size(n, 256));
+            self.sort.encode(
+                ctx,
+                &mut encoder,
+                &scratch.depth_keys,
+                &scratch.splat_ids,
+                n,
+                32,
+                &scratch.sort_splats,
+            )?;
+            let bind = self.intersect_bind_group(ctx, IntersectStage::GatherCounts, scratch);
+            dispatch(&mut encoder, &self.gather_counts, &bind, dispatch_size(n, 256));
+        }
+        self.scan.encode_exclusive(
+            ctx,
+            &mut encoder,
+            &scratch.counts,
+            &scratch.offsets,
+            &scratch.total,
+            n,
+            &scratch.scan_splats,
+        )?;
+        encoder.copy_buffer_to_buffer(&scratch.total, 0, &scratch.total_readback, 0, 4);
+        ctx.queue.submit([encoder.finish()]);
+        Ok(())
+    }
+
+    /// Backward pass of the last [`Renderer::forward`] with these splats and camera, for the
+    /// per-pixel cotangent `v_image` (`[H, W]` of dL/d(rgb, alpha), vec4 f32). Writes the
+    /// parameter gradients into `grads` and adds to its densification statistics.
+    pub fn backward(
+        &self,
+        ctx: &GpuContext,
+        splats: &GpuSplats,
+        scratch: &FrameScratch,
+        v_image: &wgpu::Buffer,
+        grads: &SplatGradients,
+    ) -> Result<(), GpuError> {
+        ctx.checked("render backward", || {
+            self.encode_backward(ctx, splats, scratch, v_image, grads)
+        })
+    }
+
+    fn encode_backward(
+        &self,
+        ctx: &GpuContext,
+        splats: &GpuSplats,
+        scratch: &FrameScratch,
+        v_image: &wgpu::Buffer,
+        grads: &SplatGradients,
+    ) -> Result<(), GpuError> {
+        let Some(frame) = scratch.last_frame else {
+            return Err(GpuError::Validation {
+                label: "render backward".into(),
+                message: "backward called before forward".into(),
+            });
+        };
+        if frame.splats != splats.count || grads.count != splats.count {
+            return Err(GpuError::Validation {
+                label: "render backward".into(),
+                message: format!(
+                    "forward rendered {} splats; backward got {} splats and {} gradients",
+                    frame.splats, splats.count, grads.count
+                ),
+            });
+        }
+        let n = splats.count;
+        let (tiles_x, tiles_y) =
+            (frame.width.div_ceil(crate::TILE_SIZE), frame.height.div_ceil(crate::TILE_SIZE));
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("render backward"),
+        });
+        encoder.clear_buffer(&scratch.v_projected, 0, None);
+        let bind = bind_group(
+            ctx,
+            &self.rasterize_backward,
+            "rasterize_backward",
+            &[
+                &scratch.raster_uniform,
+                &scratch.projected,
+                &scratch.isect_splats,
+                &scratch.ranges,
+                &scratch.final_t,
+                &scratch.last_entry,
+                v_image,
+                &scratch.v_projected,
+            ],
+        );
+        dispatch(&mut encoder, &self.rasterize_backward, &bind, groups_2d(tiles_x * tiles_y));
+        if n > 0 {
+            let bind = bind_group(
+                ctx,
+                &self.project_backward,
+                "project_backward",
+                &[
+                    &scratch.uniform,
+                    &splats.means,
+                    &splats.log_scales,
+                    &splats.quats,
+                    &splats.opacities,
+                    &splats.sh[0],
+                    &splats.sh[1],
+                    &splats.sh[2],
+                    &splats.sh[3],
+                    &scratch.v_projected,
+                    &grads.v_means,
+                    &grads.v_log_scales,
+                    &grads.v_quats,
+                    &grads.v_opacities,
+                    &grads.v_sh[0],
+                    &grads.v_sh[1],
+                    &grads.v_sh[2],
+                    &grads.v_sh[3],
+                    &grads.densify,
+                ],
+            );
+            dispatch(&mut encoder, &self.project_backward, &bind, dispatch_size(n, 256));
+        }
+        ctx.queue.submit([encoder.finish()]);
+        Ok(())
+    }
+
+    fn intersect_bind_group(
+        &self,
+        ctx: &GpuContext,
+        stage: IntersectStage,
+        scratch: &FrameScratch,
+    ) -> wgpu::BindGroup {
+        // Each entry point uses a subset of intersect.wgsl's bindings; the automatic layout
+        // holds only those, so bind exactly them.
+        let all: [(u32, &wgpu::Buffer); 9] = [
+            (0, &scratch.intersect_uniform),
+            (1, &scratch.projected),
+            (2, &scratch.tiles_touched),
+            (3, &scratch.splat_ids),
+            (4, &scratch.counts),
+            (5, &scratch.offsets),
+            (6, &scratch.tile_ids),
+            (7, &scratch.isect_splats),
+            (8, &scratch.ranges),
+        ];
+        let (pipeline, used): (&wgpu::ComputePipeline, &[u32]) = match stage {
+            IntersectStage::GatherCounts => (&self.gather_counts, &[0, 2, 3, 4]),
+            IntersectStage::Emit => (&self.emit, &[0, 1, 2, 3, 5, 6, 7]),
+            IntersectStage::TileRanges => (&self.tile_ranges, &[0, 6, 8]),
+        };
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = all
+            .iter()
+            .filter(|(binding, _)| used.contains(binding))
+            .map(|(binding, buffer)| wgpu::BindGroupEntry {
+                binding: *binding,
+                resource: buffer.as_entire_binding(),
+            })
+            .collect();
+        ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("intersect"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        })
+    }
+}
+
+/// The entry points of intersect.wgsl.
+#[derive(Clone, Copy, Debug)]
+enum IntersectStage {
+    GatherCounts,
+    Emit,
+    TileRanges,
+}
+
+fn render_uniform(
+    splats: &GpuSplats,
+    camera: &Camera,
+    settings: &RenderSettings,
+    tiles: (u32, u32),
+) -> RenderUniform {
+    let position = camera.position();
+    RenderUniform {
+        camera_from_world: camera.camera_from_world().to_cols_array_2d(),
+        camera_position: [position.x, position.y, position.z, 1.0],
+        background: [settings.background[0], settings.background[1], settings.background[2], 0.0],
+        focal: [camera.fx, camera.fy],
+        principal: [camera.cx, camera.cy],
+        image_size: [camera.width, camera.height],
+        tiles: [tiles.0, tiles.1],
+        num_splats: splats.count,
+        sh_degree: settings.sh_degree.unwrap_or(splats.sh_degree).min(splats.sh_degree),
+        antialiased: u32::from(settings.antialiased),
+        sh_degree_stored: splats.sh_degree,
+    }
+}
+
+fn bind_group(
+    ctx: &GpuContext,
+    pipeline: &wgpu::ComputePipeline,
+    label: &str,
+    buffers: &[&wgpu::Buffer],
+) -> wgpu::BindGroup {
+    let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
+        .iter()
+        .enumerate()
+        .map(|(i, buffer)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource: buffer.as_entire_binding(),
+        })
+        .collect();
+    ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some(label),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &entries,
+    })
+}
+
+fn dispatch(
+    encoder: &mut wgpu::CommandEncoder,
+    pipeline: &wgpu::ComputePipeline,
+    bind: &wgpu::BindGroup,
+    (x, y): (u32, u32),
+) {
+    if x == 0 {
+        return;
+    }
+    let mut pass = encoder
+        .begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+    pass.set_pipeline(pipeline);
+    pass.set_bind_group(0, bind, &[]);
+    pass.dispatch_workgroups(x, y, 1);
+}
+
+fn read_total(ctx: &GpuContext, readback: &wgpu::Buffer) -> Result<u32, GpuError> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    readback.slice(..).map_async(wgpu::MapMode::Read, move |result| {
+        // The receiver waits right below.
+        let _ = tx.send(result);
+    });
+    ctx.wait_idle()?;
+    rx.recv()
+        .map_err(|e| GpuError::Poll(e.to_string()))?
+        .map_err(|e| GpuError::Poll(e.to_string()))?;
+    let total = {
+        let data =
+            readback.slice(..).get_mapped_range().map_err(|e| GpuError::Poll(e.to_string()))?;
+        u32::from_le_bytes([data[0], data[1], data[2], data[3]])
+    };
+    readback.unmap();
+    Ok(total)
+}
+
+#[derive(Clone, Copy, Debug)]
+struct LastFrame {
+    splats: u32,
+    width: u32,
+    height: u32,
+}
+
+/// Per-frame buffers of the rasterizer, owned by whoever renders (a run, the viewer). They
+/// only grow, by half again past what is needed, so a steady scene allocates nothing per
+/// frame.
+#[derive(Debug)]
+pub struct FrameScratch {
+    owner: Owner,
+    splat_capacity: u32,
+    pixel_capacity: u32,
+    tile_capacity: u32,
+    intersection_capacity: u32,
+    last_frame: Option<LastFrame>,
+    uniform: GpuBuffer,
+    intersect_uniform: GpuBuffer,
+    raster_uniform: GpuBuffer,
+    total: GpuBuffer,
+    total_readback: GpuBuffer,
+    // Per splat.
+    projected: GpuBuffer,
+    tiles_touched: GpuBuffer,
+    depth_keys: GpuBuffer,
+    splat_ids: GpuBuffer,
+    counts: GpuBuffer,
+    offsets: GpuBuffer,
+    v_projected: GpuBuffer,
+    scan_splats: ScanScratch,
+    sort_splats: SortScratch,
+    // Per intersection.
+    tile_ids: GpuBuffer,
+    isect_splats: GpuBuffer,
+    sort_intersections: SortScratch,
+    // Per tile and pixel.
+    ranges: GpuBuffer,
+    /// `[H, W]` of rgb + alpha, f32.
+    pub image: GpuBuffer,
+    final_t: GpuBuffer,
+    last_entry: GpuBuffer,
+}
+
+fn scratch_buffer(
+    ctx: &GpuContext,
+    label: &str,
+    bytes: u64,
+    usage: wgpu::BufferUsages,
+    owner: Owner,
+) -> Result<GpuBuffer, GpuError> {
+    // At least one `Projected` (48 bytes) and 16-byte aligned: an empty binding of a struct
+    // array is invalid.
+    ctx.create_buffer(label, bytes.max(64), usage, Category::RasterizerScratch, owner)
+}
+
+/// Capacity to allocate for `needed` items when growing: half again, at least 256.
+fn grown(needed: u32) -> u32 {
+    needed.saturating_add(needed / 2).max(256)
+}
+
+impl FrameScratch {
+    /// Empty scratch (small buffers); it grows on first use.
+    pub fn new(ctx: &GpuContext, renderer: &Renderer, owner: Owner) -> Result<Self, GpuError> {
+        let readback = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
+        Ok(Self {
+            owner,
+            splat_capacity: 0,
+            pixel_capacity: 0,
+            tile_capacity: 0,
+            intersection_capacity: 0,
+            last_frame: None,
+            uniform: scratch_buffer(
+                ctx,
+                "render uniform",
+                size_of::<RenderUniform>() as u64,
+                UNIFORM,
+                owner,
+            )?,
+            intersect_uniform: scratch_buffer(
+                ctx,
+                "intersect uniform",
+                size_of::<IntersectUniform>() as u64,
+                UNIFORM,
+                owner,
+            )?,
+            raster_uniform: scratch_buffer(
+                ctx,
+                "raster uniform",
+                size_of::<RasterUniform>() as u64,
+                UNIFORM,
+                owner,
+            )?,
+            total: scratch_buffer(ctx, "intersection total", 4, STORAGE, owner)?,
+            total_readback: scratch_buffer(ctx, "intersection total readback", 4, readback, owner)?,
+            projected: scratch_buffer(ctx, "projected", 0, STORAGE, owner)?,
+            tiles_touched: scratch_buffer(ctx, "tiles touched", 0, STORAGE, owner)?,
+            depth_keys: scratch_buffer(ctx, "depth keys", 0, STORAGE, owner)?,
+            splat_ids: scratch_buffer(ctx, "splat ids", 0, STORAGE, owner)?,
+            counts: scratch_buffer(ctx, "counts", 0, STORAGE, owner)?,
+            offsets: scratch_buffer(ctx, "offsets", 0, STORAGE, owner)?,
+            v_projected: scratch_buffer(ctx, "v_projected", 0, STORAGE, owner)?,
+            scan_splats: renderer.scan.scratch(ctx, 1, owner)?,
+            sort_splats: renderer.sort.scratch(ctx, 1, owner)?,
+            tile_ids: scratch_buffer(ctx, "tile ids", 0, STORAGE, owner)?,
+            isect_splats: scratch_buffer(ctx, "intersection splats", 0, STORAGE, owner)?,
+            sort_intersections: renderer.sort.scratch(ctx, 1, owner)?,
+            ranges: scratch_buffer(ctx, "tile ranges", 0, STORAGE, owner)?,
+            image: scratch_buffer(ctx, "image", 0, STORAGE, owner)?,
+            final_t: scratch_buffer(ctx, "final transmittance", 0, STORAGE, owner)?,
+            last_entry: scratch_buffer(ctx, "last entry", 0, STORAGE, owner)?,
+        })
+    }
+
+    /// The last forward pass's image size, if any.
+    #[must_use]
+    pub fn image_size(&self) -> Option<(u32, u32)> {
+        self.last_frame.map(|f| (f.width, f.height))
+    }
+
+    /// Reads the last rendered image back: `[H, W]` of rgb + alpha. Blocks.
+    pub fn read_image(&self, ctx: &GpuContext) -> Result<Vec<[f32; 4]>, GpuError> {
+        let (w, h) = self.image_size().unwrap_or((0, 0));
+        let flat = read_f32(ctx, &self.image, (w * h * 4) as usize)?;
+        Ok(flat.chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect())
+    }
+
+    fn ensure(
+        &mut self,
+        ctx: &GpuContext,
+        renderer: &Renderer,
+        splats: u32,
+        pixels: u32,
+        tiles: u32,
+    ) -> Result<(), GpuError> {
+        let owner = self.owner;
+        if splats > self.splat_capacity {
+            let cap = grown(splats);
+            let n = u64::from(cap);
+            self.projected = scratch_buffer(ctx, "projected", n * PROJECTED_BYTES, STORAGE, owner)?;
+            self.tiles_touched = scratch_buffer(ctx, "tiles touched", n * 4, STORAGE, owner)?;
+            self.depth_keys = scratch_buffer(ctx, "depth keys", n * 4, STORAGE, owner)?;
+            self.splat_ids = scratch_buffer(ctx, "splat ids", n * 4, STORAGE, owner)?;
+            self.counts = scratch_buffer(ctx, "counts", n * 4, STORAGE, owner)?;
+            self.offsets = scratch_buffer(ctx, "offsets", n * 4, STORAGE, owner)?;
+            self.v_projected =
+                scratch_buffer(ctx, "v_projected", n * PROJECTED_GRAD_FLOATS * 4, STORAGE, owner)?;
+            self.scan_splats = renderer.scan.scratch(ctx, cap, owner)?;
+            self.sort_splats = renderer.sort.scratch(ctx, cap, owner)?;
+            self.splat_capacity = cap;
+        }
+        if pixels > self.pixel_capacity {
+            let cap = u64::from(pixels);
+            self.image = scratch_buffer(ctx, "image", cap * 16, STORAGE, owner)?;
+            self.final_t = scratch_buffer(ctx, "final transmittance", cap * 4, STORAGE, owner)?;
+            self.last_entry = scratch_buffer(ctx, "last entry", cap * 4, STORAGE, owner)?;
+            self.pixel_capacity = pixels;
+        }
+        if tiles > self.tile_capacity {
+            self.ranges = scratch_buffer(ctx, "tile ranges", u64::from(tiles) * 8, STORAGE, owner)?;
+            self.tile_capacity = tiles;
+        }
+        Ok(())
+    }
+
+    fn ensure_intersections(
+        &mut self,
+        ctx: &GpuContext,
+        renderer: &Renderer,
+        count: u32,
+    ) -> Result<(), GpuError> {
+        if count > self.intersection_capacity {
+            let cap = grown(count);
+            let owner = self.owner;
+            self.tile_ids = scratch_buffer(ctx, "tile ids", u64::from(cap) * 4, STORAGE, owner)?;
+            self.isect_splats =
+                scratch_buffer(ctx, "intersection splats", u64::from(cap) * 4, STORAGE, owner)?;
+            self.sort_intersections = renderer.sort.scratch(ctx, cap, owner)?;
+            self.intersection_capacity = cap;
+        }
+        Ok(())
+    }
+}

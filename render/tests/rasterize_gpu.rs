@@ -1,0 +1,390 @@
+//! The GPU rasterizer against the CPU reference (render/src/reference), on random scenes and
+//! real trained scenes, forward and backward, plus the edge cases of the issue.
+//!
+//! Tolerances. The GPU works in f32, the reference in f64. Away from the thresholds of
+//! MATH.md the difference is f32 rounding through ~100 operations (projection, exp,
+//! compositing): ~1e-5 relative. At the thresholds (alpha at 1/255, transmittance at 1e-4,
+//! the 0.99 cap) f32 and f64 can decide differently, which changes a pixel by at most one
+//! splat's contribution at that threshold (≤ 1/255 · colour, or ≤ 1e-4). So per pixel channel
+//! we allow 2e-3, and require the mean absolute error over the image to be below 1e-5
+//! (measured on lavapipe, 2026-11-21: max 3.3e-6, mean ≤ 9e-8 on every scene here).
+//! Gradients are sums over many pixels with atomics in arbitrary order: compared per
+//! parameter group by relative L2 error, below 1e-4 (measured: ≤ 2e-6).
+
+#![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
+
+use glam::{Mat4, Quat, Vec3};
+use splat_formats::{Loaded, Splats, load_file, sh_coeffs_for_degree};
+use splat_render::kernels::FloatAtomics;
+use splat_render::reference;
+use splat_render::wgpu;
+use splat_render::{
+    Camera, Category, FrameScratch, GpuContext, GpuSplats, Owner, RenderSettings, Renderer,
+    SplatGradients, gpu_splats::read_f32,
+};
+
+const PIXEL_TOLERANCE: f64 = 2e-3;
+const MEAN_TOLERANCE: f64 = 1e-5;
+const GRADIENT_TOLERANCE: f64 = 1e-4;
+
+fn context() -> GpuContext {
+    pollster::block_on(GpuContext::new_headless()).expect("a GPU adapter (lavapipe in CI)")
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next_f32(&mut self) -> f32 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    fn range(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * self.next_f32()
+    }
+}
+
+/// `n` splats in a box in front of a camera at the origin looking down +z.
+fn random_scene(rng: &mut Rng, n: usize, sh_degree: u32) -> Splats {
+    let rest = 3 * (sh_coeffs_for_degree(sh_degree) - 1);
+    let mut s = Splats::with_capacity(n, sh_degree);
+    for _ in 0..n {
+        s.means.push([rng.range(-1.5, 1.5), rng.range(-1.0, 1.0), rng.range(2.0, 6.0)]);
+        s.log_scales.push([rng.range(-3.5, -1.5), rng.range(-3.5, -1.5), rng.range(-3.5, -1.5)]);
+        s.rotations.push([
+            rng.range(-1.0, 1.0),
+            rng.range(-1.0, 1.0),
+            rng.range(-1.0, 1.0),
+            rng.range(-1.0, 1.0),
+        ]);
+        s.opacity_logits.push(rng.range(-2.0, 3.0));
+        s.sh_dc.push([rng.range(-1.0, 1.5), rng.range(-1.0, 1.5), rng.range(-1.0, 1.5)]);
+        s.sh_rest.extend((0..rest).map(|_| rng.range(-0.3, 0.3)));
+    }
+    s
+}
+
+fn camera(width: u32, height: u32, world_from_camera: Mat4) -> Camera {
+    let f = width as f32 * 0.9;
+    Camera {
+        width,
+        height,
+        fx: f,
+        fy: f * 1.05,
+        cx: width as f32 * 0.52,
+        cy: height as f32 * 0.47,
+        world_from_camera,
+    }
+}
+
+fn ref_settings(settings: &RenderSettings, splats: &Splats) -> reference::Settings {
+    reference::Settings {
+        background: settings.background.map(f64::from),
+        antialiased: settings.antialiased,
+        sh_degree: settings.sh_degree.unwrap_or(splats.sh_degree),
+    }
+}
+
+struct Gpu {
+    ctx: GpuContext,
+    renderer: Renderer,
+}
+
+impl Gpu {
+    fn new() -> Self {
+        let ctx = context();
+        let renderer = Renderer::new(&ctx);
+        Self { ctx, renderer }
+    }
+
+    fn render(&self, splats: &Splats, cam: &Camera, settings: &RenderSettings) -> Vec<[f32; 4]> {
+        let gpu = GpuSplats::upload(&self.ctx, splats, Owner::Run(1)).unwrap();
+        let mut scratch = FrameScratch::new(&self.ctx, &self.renderer, Owner::Run(1)).unwrap();
+        self.renderer.forward(&self.ctx, &gpu, cam, settings, &mut scratch).unwrap();
+        scratch.read_image(&self.ctx).unwrap()
+    }
+}
+
+fn compare_images(what: &str, gpu: &[[f32; 4]], reference: &reference::Image) {
+    assert_eq!(gpu.len(), reference.rgb.len(), "{what}");
+    let mut worst: f64 = 0.0;
+    let mut sum = 0.0;
+    for (i, (g, (rgb, alpha))) in
+        gpu.iter().zip(reference.rgb.iter().zip(&reference.alpha)).enumerate()
+    {
+        for (c, want) in rgb.iter().chain(std::iter::once(alpha)).enumerate() {
+            let err = (f64::from(g[c]) - want).abs();
+            assert!(
+                err <= PIXEL_TOLERANCE,
+                "{what}: pixel {i} channel {c}: gpu {} reference {want}",
+                g[c]
+            );
+            worst = worst.max(err);
+            sum += err;
+        }
+    }
+    let mean = sum / (gpu.len() * 4) as f64;
+    assert!(mean <= MEAN_TOLERANCE, "{what}: mean error {mean}");
+    eprintln!("{what}: max {worst:.2e}, mean {mean:.2e}");
+}
+
+#[test]
+fn forward_matches_reference_on_random_scenes() {
+    let gpu = Gpu::new();
+    let mut rng = Rng(7);
+    for (degree, antialiased, (w, h)) in
+        [(0, false, (64, 48)), (1, true, (37, 23)), (2, false, (80, 80)), (3, true, (100, 61))]
+    {
+        let splats = random_scene(&mut rng, 300, degree);
+        let cam = camera(w, h, Mat4::IDENTITY);
+        let settings = RenderSettings { background: [0.2, 0.1, 0.7], antialiased, sh_degree: None };
+        let image = gpu.render(&splats, &cam, &settings);
+        let (_, reference) = reference::render(&splats, &cam, &ref_settings(&settings, &splats));
+        compare_images(&format!("degree {degree} aa {antialiased} {w}x{h}"), &image, &reference);
+    }
+}
+
+fn real_scene(rel: &str) -> Splats {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data").join(rel);
+    match load_file(&path).unwrap() {
+        Loaded::Splats { splats, .. } => splats,
+        Loaded::Points(_) => panic!("{rel} is not a scene"),
+    }
+}
+
+/// A camera looking at the scene's median from its -z side.
+fn look_at_scene(splats: &Splats, width: u32, height: u32) -> Camera {
+    let median = |axis: usize| {
+        let mut v: Vec<f32> = splats.means.iter().map(|m| m[axis]).collect();
+        v.sort_by(f32::total_cmp);
+        v[v.len() / 2]
+    };
+    let centre = Vec3::new(median(0), median(1), median(2));
+    let mut extent: Vec<f32> =
+        splats.means.iter().map(|m| (Vec3::from(*m) - centre).length()).collect();
+    extent.sort_by(f32::total_cmp);
+    let eye = centre - Vec3::Z * 2.5 * extent[extent.len() * 8 / 10];
+    camera(width, height, Mat4::from_translation(eye))
+}
+
+#[test]
+fn forward_matches_reference_on_real_scenes() {
+    let gpu = Gpu::new();
+    for rel in [
+        "splats/inria-ply/lod4-tile-489.ply",
+        "splats/inria-ply/rtgs-16.ply",
+        "splats/spz/minimal-v4.spz",
+    ] {
+        let splats = real_scene(rel);
+        let cam = look_at_scene(&splats, 96, 72);
+        for antialiased in [false, true] {
+            let settings = RenderSettings { background: [0.0; 3], antialiased, sh_degree: None };
+            let image = gpu.render(&splats, &cam, &settings);
+            let (_, reference) =
+                reference::render(&splats, &cam, &ref_settings(&settings, &splats));
+            let covered = reference.alpha.iter().filter(|a| **a > 0.01).count();
+            assert!(covered > 20, "{rel}: the camera sees the scene ({covered} pixels)");
+            compare_images(&format!("{rel} aa {antialiased}"), &image, &reference);
+        }
+    }
+}
+
+fn relative_error(what: &str, gpu: &[f32], reference: &[f64]) {
+    assert_eq!(gpu.len(), reference.len(), "{what}");
+    let diff: f64 =
+        gpu.iter().zip(reference).map(|(g, r)| (f64::from(*g) - r).powi(2)).sum::<f64>().sqrt();
+    let norm: f64 = reference.iter().map(|r| r * r).sum::<f64>().sqrt();
+    let rel = diff / norm.max(1e-12);
+    eprintln!("{what}: |ref| {norm:.3e}, relative error {rel:.2e}");
+    assert!(
+        rel <= GRADIENT_TOLERANCE || diff < 1e-9,
+        "{what}: relative error {rel} (|diff| {diff}, |ref| {norm})"
+    );
+}
+
+#[expect(clippy::float_cmp, reason = "counts and radii are small integers, exact in f32")]
+fn check_gradients(gpu: &Gpu, splats: &Splats, cam: &Camera, settings: &RenderSettings, seed: u64) {
+    let ctx = &gpu.ctx;
+    let params = GpuSplats::upload(ctx, splats, Owner::Run(2)).unwrap();
+    let grads = SplatGradients::new(ctx, &params, Owner::Run(2)).unwrap();
+    let mut scratch = FrameScratch::new(ctx, &gpu.renderer, Owner::Run(2)).unwrap();
+    gpu.renderer.forward(ctx, &params, cam, settings, &mut scratch).unwrap();
+    let pixels = (cam.width * cam.height) as usize;
+    let mut rng = Rng(seed);
+    let v_image: Vec<[f32; 4]> = (0..pixels)
+        .map(|_| {
+            [rng.range(-1.0, 1.0), rng.range(-1.0, 1.0), rng.range(-1.0, 1.0), rng.range(-1.0, 1.0)]
+        })
+        .collect();
+    let v_buffer = ctx
+        .create_buffer_init(
+            "v_image",
+            bytemuck::cast_slice(&v_image),
+            wgpu::BufferUsages::STORAGE,
+            Category::Other,
+            Owner::Run(2),
+        )
+        .unwrap();
+    ctx.queue.write_buffer(&grads.densify, 0, &vec![0u8; splats.len() * 12]);
+    gpu.renderer.backward(ctx, &params, &scratch, &v_buffer, &grads).unwrap();
+
+    let v_rgb: Vec<[f64; 3]> = v_image.iter().map(|v| [v[0], v[1], v[2]].map(f64::from)).collect();
+    let v_alpha: Vec<f64> = v_image.iter().map(|v| f64::from(v[3])).collect();
+    let want =
+        reference::render_backward(splats, cam, &ref_settings(settings, splats), &v_rgb, &v_alpha);
+    let n = splats.len();
+    let read = |b: &wgpu::Buffer, k: usize| read_f32(ctx, b, k).unwrap();
+    relative_error("v_means", &read(&grads.v_means, n * 3), want.v_means.as_flattened());
+    relative_error(
+        "v_log_scales",
+        &read(&grads.v_log_scales, n * 3),
+        want.v_log_scales.as_flattened(),
+    );
+    relative_error("v_quats", &read(&grads.v_quats, n * 4), want.v_rotations.as_flattened());
+    relative_error("v_opacities", &read(&grads.v_opacities, n), &want.v_opacity_logits);
+    // SH gradients come back per band; compare through the same layout as Splats.
+    let mut bands: [Vec<f32>; 4] = Default::default();
+    for (band, out) in bands.iter_mut().enumerate() {
+        let floats = if band as u32 <= splats.sh_degree { n * [1, 3, 5, 7][band] * 3 } else { 0 };
+        *out = read(&grads.v_sh[band], floats);
+    }
+    let as_splats = splat_render::gpu_splats::merge_sh_bands(
+        Splats { sh_dc: vec![], sh_rest: vec![], ..splats.clone() },
+        &bands,
+    );
+    relative_error("v_sh_dc", as_splats.sh_dc.as_flattened(), want.v_sh_dc.as_flattened());
+    if splats.sh_degree > 0 {
+        relative_error("v_sh_rest", &as_splats.sh_rest, &want.v_sh_rest);
+    }
+    let densify = read(&grads.densify, n * 3);
+    let grad2d: Vec<f32> = densify.chunks_exact(3).map(|c| c[0]).collect();
+    relative_error("grad2d", &grad2d, &want.grad2d);
+    for i in 0..n {
+        assert_eq!(densify[3 * i + 1] == 1.0, want.visible[i], "visible {i}");
+        if want.visible[i] {
+            assert_eq!(densify[3 * i + 2], want.radius[i] as f32, "radius {i}");
+        }
+    }
+}
+
+#[test]
+fn gradients_match_reference() {
+    let gpu = Gpu::new();
+    let mut rng = Rng(11);
+    for (degree, antialiased, (w, h)) in
+        [(0, false, (48, 40)), (3, true, (37, 29)), (2, false, (64, 32))]
+    {
+        let splats = random_scene(&mut rng, 120, degree);
+        let cam = camera(
+            w,
+            h,
+            Mat4::from_rotation_translation(Quat::from_rotation_y(0.1), Vec3::new(0.1, -0.1, 0.0)),
+        );
+        let settings = RenderSettings { background: [0.3, 0.6, 0.1], antialiased, sh_degree: None };
+        eprintln!("degree {degree} aa {antialiased}:");
+        check_gradients(&gpu, &splats, &cam, &settings, 5 + u64::from(degree));
+    }
+}
+
+#[test]
+fn gradients_match_with_compare_exchange_atomics() {
+    let ctx = context();
+    let gpu = Gpu { renderer: Renderer::with_atomics(&ctx, FloatAtomics::CompareExchange), ctx };
+    let mut rng = Rng(3);
+    let splats = random_scene(&mut rng, 100, 1);
+    let cam = camera(40, 40, Mat4::IDENTITY);
+    check_gradients(&gpu, &splats, &cam, &RenderSettings::default(), 9);
+}
+
+#[test]
+fn gradients_match_on_a_real_scene() {
+    let gpu = Gpu::new();
+    let splats = real_scene("splats/inria-ply/lod4-tile-489.ply");
+    let cam = look_at_scene(&splats, 64, 48);
+    check_gradients(&gpu, &splats, &cam, &RenderSettings::default(), 21);
+}
+
+#[test]
+#[expect(clippy::float_cmp, reason = "an empty tile is exactly the background")]
+fn edge_cases() {
+    let gpu = Gpu::new();
+    let settings =
+        RenderSettings { background: [0.25, 0.5, 0.75], antialiased: false, sh_degree: None };
+    let background = [0.25, 0.5, 0.75, 0.0];
+
+    // No splats: the background.
+    let empty = Splats::default();
+    let image = gpu.render(&empty, &camera(33, 17, Mat4::IDENTITY), &settings);
+    assert!(image.iter().all(|p| *p == background), "{:?}", &image[..4]);
+
+    // All splats behind the camera: the background.
+    let mut rng = Rng(1);
+    let mut behind = random_scene(&mut rng, 50, 0);
+    for m in &mut behind.means {
+        m[2] = -m[2];
+    }
+    let image = gpu.render(&behind, &camera(33, 17, Mat4::IDENTITY), &settings);
+    assert!(image.iter().all(|p| *p == background));
+
+    // One splat covering every tile of an image that is not a multiple of 16.
+    let mut big = random_scene(&mut rng, 1, 0);
+    big.means[0] = [0.0, 0.0, 3.0];
+    big.log_scales[0] = [1.0, 1.0, 1.0];
+    let cam = camera(70, 45, Mat4::IDENTITY);
+    let image = gpu.render(&big, &cam, &settings);
+    assert!(image.iter().all(|p| p[3] > 0.1), "every pixel is covered");
+    let (_, reference) = reference::render(&big, &cam, &ref_settings(&settings, &big));
+    compare_images("one big splat", &image, &reference);
+
+    // NaN and infinite parameters: no crash, those splats are skipped.
+    let mut bad = random_scene(&mut rng, 40, 1);
+    let clean = bad.clone();
+    bad.means[3][1] = f32::NAN;
+    bad.log_scales[7][0] = f32::INFINITY;
+    bad.rotations[9] = [0.0; 4];
+    bad.opacity_logits[11] = f32::NEG_INFINITY;
+    let rest = bad.rest_per_splat();
+    bad.sh_rest[13 * rest + 2] = f32::NAN;
+    let cam = camera(48, 32, Mat4::IDENTITY);
+    let image = gpu.render(&bad, &cam, &settings);
+    assert!(image.iter().flatten().all(|v| v.is_finite()));
+    let mut without = clean;
+    for i in [13, 11, 9, 7, 3] {
+        without.means.remove(i);
+        without.log_scales.remove(i);
+        without.rotations.remove(i);
+        without.opacity_logits.remove(i);
+        without.sh_dc.remove(i);
+        let rest = without.rest_per_splat();
+        without.sh_rest.drain(i * rest..(i + 1) * rest);
+    }
+    let (_, reference) = reference::render(&without, &cam, &ref_settings(&settings, &without));
+    compare_images("non-finite splats skipped", &image, &reference);
+}
+
+#[test]
+fn a_thousand_frames_leave_the_ledger_where_the_second_left_it() {
+    let gpu = Gpu::new();
+    let ctx = &gpu.ctx;
+    let mut rng = Rng(99);
+    let splats = random_scene(&mut rng, 200, 1);
+    let params = GpuSplats::upload(ctx, &splats, Owner::Run(3)).unwrap();
+    let mut scratch = FrameScratch::new(ctx, &gpu.renderer, Owner::Run(3)).unwrap();
+    let cam = camera(64, 64, Mat4::IDENTITY);
+    let mut after_second = None;
+    for frame in 0..1000 {
+        gpu.renderer.forward(ctx, &params, &cam, &RenderSettings::default(), &mut scratch).unwrap();
+        if frame == 1 {
+            after_second = Some(ctx.ledger().total_bytes());
+        }
+    }
+    ctx.wait_idle().unwrap();
+    assert_eq!(Some(ctx.ledger().total_bytes()), after_second);
+    drop((scratch, params));
+    ctx.wait_idle().unwrap();
+    assert_eq!(ctx.ledger().owner_bytes(Owner::Run(3)), 0);
+    assert!(ctx.take_uncaptured_errors().is_empty());
+}

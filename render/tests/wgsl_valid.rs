@@ -1,0 +1,20 @@
+//! Every WGSL composition the crate builds parses and validates with naga, on any machine,
+//! GPU or not. The capabilities are the ones the kernels may use (float atomics only in the
+//! native-atomics variant, which also needs the adapter feature at run time).
+
+use splat_render::kernels::shader_sources;
+use splat_render::wgpu::naga;
+
+#[test]
+fn every_kernel_validates() {
+    let sources = shader_sources();
+    assert!(sources.len() >= 6, "expected the rasterizer, scan and sort kernels");
+    for (label, source) in sources {
+        let module = naga::front::wgsl::parse_str(&source)
+            .unwrap_or_else(|e| panic!("{label}: {}", e.emit_to_string(&source)));
+        let caps = naga::valid::Capabilities::SHADER_FLOAT32_ATOMIC;
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{label}: {}", e.emit_to_string(&source)));
+    }
+}
