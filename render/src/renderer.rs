@@ -11,8 +11,8 @@ use crate::gpu_splats::{GpuSplats, SplatGradients, read_f32};
 use crate::kernels::scan::{PrefixScan, ScanScratch};
 use crate::kernels::sort::{RadixSort, SortScratch};
 use crate::kernels::{
-    FloatAtomics, IntersectUniform, Kernel, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS, RasterUniform,
-    RenderUniform, dispatch_size, groups_2d,
+    DispatchLimits, FloatAtomics, IntersectUniform, Kernel, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS,
+    RasterUniform, RenderUniform,
 };
 use crate::{Camera, Category, GpuBuffer, GpuContext, GpuError, Owner};
 
@@ -56,6 +56,7 @@ pub struct Renderer {
     rasterize_forward: wgpu::ComputePipeline,
     rasterize_backward: wgpu::ComputePipeline,
     atomics: FloatAtomics,
+    limits: DispatchLimits,
     scan: PrefixScan,
     sort: RadixSort,
 }
@@ -91,6 +92,13 @@ impl Renderer {
     /// check the fallback on devices that have native atomics).
     #[must_use]
     pub fn with_atomics(ctx: &GpuContext, atomics: FloatAtomics) -> Self {
+        Self::with_limits(ctx, atomics, DispatchLimits::of(&ctx.device))
+    }
+
+    /// Builds the pipelines planning dispatches for `limits` (tests shrink them to exercise
+    /// the 2D dispatch that large scenes and images need).
+    #[must_use]
+    pub fn with_limits(ctx: &GpuContext, atomics: FloatAtomics, limits: DispatchLimits) -> Self {
         Self {
             project_forward: pipeline(ctx, Kernel::ProjectForward, "main"),
             project_backward: pipeline(ctx, Kernel::ProjectBackward, "main"),
@@ -100,14 +108,21 @@ impl Renderer {
             rasterize_forward: pipeline(ctx, Kernel::RasterizeForward, "main"),
             rasterize_backward: pipeline(ctx, Kernel::RasterizeBackward(atomics), "main"),
             atomics,
-            scan: PrefixScan::new(ctx),
-            sort: RadixSort::new(ctx),
+            limits,
+            scan: PrefixScan::with_limits(ctx, limits),
+            sort: RadixSort::with_limits(ctx, limits),
         }
     }
 
     #[must_use]
     pub fn float_atomics(&self) -> FloatAtomics {
         self.atomics
+    }
+
+    /// Workgroups of 256 for `n` items, folded into 2D past the per-dimension limit. The
+    /// kernels recover the flat index as `x + y · groups.x` and skip what is past the end.
+    fn groups(&self, n: u32) -> (u32, u32) {
+        if n == 0 { (0, 0) } else { self.limits.grid(n.div_ceil(256)) }
     }
 
     /// Renders `splats` from `camera` into `scratch.image` (`[H, W]` of rgb + alpha).
@@ -173,7 +188,7 @@ impl Renderer {
         encoder.clear_buffer(&scratch.ranges, 0, None);
         if intersections > 0 {
             let bind = self.intersect_bind_group(ctx, IntersectStage::Emit, scratch);
-            dispatch(&mut encoder, &self.emit, &bind, dispatch_size(n, 256));
+            dispatch(&mut encoder, &self.emit, &bind, self.groups(n));
             let tile_bits = (32 - (num_tiles.max(2) - 1).leading_zeros()).max(1);
             self.sort.encode(
                 ctx,
@@ -185,7 +200,7 @@ impl Renderer {
                 &scratch.sort_intersections,
             )?;
             let bind = self.intersect_bind_group(ctx, IntersectStage::TileRanges, scratch);
-            dispatch(&mut encoder, &self.tile_ranges, &bind, dispatch_size(intersections, 256));
+            dispatch(&mut encoder, &self.tile_ranges, &bind, self.groups(intersections));
         }
         let bind = bind_group(
             ctx,
@@ -201,7 +216,7 @@ impl Renderer {
                 &scratch.last_entry,
             ],
         );
-        dispatch(&mut encoder, &self.rasterize_forward, &bind, groups_2d(num_tiles));
+        dispatch(&mut encoder, &self.rasterize_forward, &bind, self.limits.grid(num_tiles));
         ctx.queue.submit([encoder.finish()]);
         scratch.last_frame =
             Some(LastFrame { splats: n, width: camera.width, height: camera.height });
@@ -240,7 +255,7 @@ impl Renderer {
                     &scratch.splat_ids,
                 ],
             );
-            dispatch(&mut encoder, &self.project_forward, &bind, dispatch_size(n, 256));
+            dispatch(&mut encoder, &self.project_forward, &bind, self.groups(n));
             self.sort.encode(
                 ctx,
                 &mut encoder,
@@ -251,7 +266,7 @@ impl Renderer {
                 &scratch.sort_splats,
             )?;
             let bind = self.intersect_bind_group(ctx, IntersectStage::GatherCounts, scratch);
-            dispatch(&mut encoder, &self.gather_counts, &bind, dispatch_size(n, 256));
+            dispatch(&mut encoder, &self.gather_counts, &bind, self.groups(n));
         }
         self.scan.encode_exclusive(
             ctx,
@@ -328,7 +343,12 @@ impl Renderer {
                 &scratch.v_projected,
             ],
         );
-        dispatch(&mut encoder, &self.rasterize_backward, &bind, groups_2d(tiles_x * tiles_y));
+        dispatch(
+            &mut encoder,
+            &self.rasterize_backward,
+            &bind,
+            self.limits.grid(tiles_x * tiles_y),
+        );
         if n > 0 {
             let bind = bind_group(
                 ctx,
@@ -356,7 +376,7 @@ impl Renderer {
                     &grads.densify,
                 ],
             );
-            dispatch(&mut encoder, &self.project_backward, &bind, dispatch_size(n, 256));
+            dispatch(&mut encoder, &self.project_backward, &bind, self.groups(n));
         }
         ctx.queue.submit([encoder.finish()]);
         Ok(())

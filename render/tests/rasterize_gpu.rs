@@ -15,7 +15,7 @@
 
 use glam::{Mat4, Quat, Vec3};
 use splat_formats::{Loaded, Splats, load_file, sh_coeffs_for_degree};
-use splat_render::kernels::FloatAtomics;
+use splat_render::kernels::{DispatchLimits, FloatAtomics};
 use splat_render::reference;
 use splat_render::wgpu;
 use splat_render::{
@@ -387,4 +387,23 @@ fn a_thousand_frames_leave_the_ledger_where_the_second_left_it() {
     ctx.wait_idle().unwrap();
     assert_eq!(ctx.ledger().owner_bytes(Owner::Run(3)), 0);
     assert!(ctx.take_uncaptured_errors().is_empty());
+}
+
+#[test]
+fn two_dimensional_dispatch_gives_the_same_result() {
+    // Real scenes pass 65,535 workgroups only at ~17M splats or ~17M pixels, which do not fit
+    // lavapipe; shrinking the limit to 3 workgroups a dimension folds every dispatch here.
+    let ctx = context();
+    let limits =
+        DispatchLimits { max_workgroups_per_dimension: 3, ..DispatchLimits::of(&ctx.device) };
+    let gpu =
+        Gpu { renderer: Renderer::with_limits(&ctx, FloatAtomics::CompareExchange, limits), ctx };
+    let mut rng = Rng(17);
+    let splats = random_scene(&mut rng, 2000, 1);
+    let cam = camera(100, 90, Mat4::IDENTITY);
+    let settings = RenderSettings::default();
+    let image = gpu.render(&splats, &cam, &settings);
+    let (_, reference) = reference::render(&splats, &cam, &ref_settings(&settings, &splats));
+    compare_images("2D dispatch", &image, &reference);
+    check_gradients(&gpu, &splats, &cam, &settings, 4);
 }

@@ -8,6 +8,8 @@
 pub mod scan;
 pub mod sort;
 
+pub use scan::DispatchLimits;
+
 use bytemuck::{Pod, Zeroable};
 
 const COMMON: &str = include_str!("common.wgsl");
@@ -138,31 +140,3 @@ pub const PROJECTED_GRAD_FLOATS: u64 = 9;
 /// Floats of densification statistics per splat: NDC gradient norm sum, visible count,
 /// largest radius.
 pub const DENSIFY_FLOATS: u64 = 3;
-
-/// Workgroups for `n` items of `group_size` threads, folded into 2D when there are more than
-/// the 65,535 a dimension allows. Kernels recover the flat index as `x + y · groups.x`.
-#[must_use]
-pub fn dispatch_size(n: u32, group_size: u32) -> (u32, u32) {
-    groups_2d(n.div_ceil(group_size))
-}
-
-/// `groups` workgroups folded into 2D (x ≤ 65,535).
-#[must_use]
-pub fn groups_2d(groups: u32) -> (u32, u32) {
-    const MAX: u32 = 65_535;
-    if groups <= MAX { (groups, 1) } else { (MAX, groups.div_ceil(MAX)) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dispatch_folds_past_the_limit() {
-        assert_eq!(dispatch_size(0, 256), (0, 1));
-        assert_eq!(dispatch_size(256, 256), (1, 1));
-        assert_eq!(dispatch_size(257, 256), (2, 1));
-        let (x, y) = dispatch_size(20_000_000, 256);
-        assert!(x <= 65_535 && x * y >= 20_000_000_u32.div_ceil(256));
-    }
-}
