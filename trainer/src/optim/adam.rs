@@ -1,0 +1,254 @@
+//! Adam on the GPU (adam.wgsl beside this file), one dispatch per parameter group, in place.
+//!
+//! The moments live in [`AdamState`], laid out exactly like the parameters they follow
+//! ([`GpuSplats`]), so densification can reallocate parameters and moments together with the
+//! same gather. They are registered in the ledger as optimizer state of the run.
+
+use bytemuck::{Pod, Zeroable};
+use splat_render::kernels::DispatchLimits;
+use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, SplatGradients};
+
+/// The parameter groups, each with its own learning rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParamGroup {
+    Means,
+    LogScales,
+    Quats,
+    Opacities,
+    /// SH band 0 (the DC colour).
+    ShDc,
+    /// SH bands 1..=3.
+    ShRest,
+}
+
+/// Keep in sync with `AdamUniform` in adam.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+struct AdamUniform {
+    count: u32,
+    beta1: f32,
+    beta2: f32,
+    step_size: f32,
+    eps_hat: f32,
+    _pad: [u32; 3],
+}
+const _: () = assert!(size_of::<AdamUniform>() == 32);
+
+/// Uniform slots are 256 bytes apart (the dynamic-offset alignment every device accepts).
+const SLOT: u64 = 256;
+/// Parameter buffers of a scene: means, log-scales, quats, opacities, SH bands 0..=3.
+const BUFFERS: usize = 8;
+
+/// First and second moments of one parameter buffer.
+#[derive(Debug)]
+pub struct Moments {
+    pub m: GpuBuffer,
+    pub v: GpuBuffer,
+}
+
+/// Adam's state for a scene: moments per parameter buffer, in the order of
+/// [`AdamState::moments`], plus the uniform slots of one step.
+#[derive(Debug)]
+pub struct AdamState {
+    pub means: Moments,
+    pub log_scales: Moments,
+    pub quats: Moments,
+    pub opacities: Moments,
+    pub sh: [Moments; 4],
+    uniforms: GpuBuffer,
+}
+
+const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_DST)
+    .union(wgpu::BufferUsages::COPY_SRC);
+
+use splat_render::wgpu;
+
+impl AdamState {
+    /// Zeroed moments shaped like `splats`.
+    pub fn new(ctx: &GpuContext, splats: &GpuSplats, owner: Owner) -> Result<Self, GpuError> {
+        let moments = |label: &str, like: &GpuBuffer| -> Result<Moments, GpuError> {
+            Ok(Moments {
+                m: ctx.create_buffer(&format!("{label} m"), like.size(), USAGE, Category::OptimizerState, owner)?,
+                v: ctx.create_buffer(&format!("{label} v"), like.size(), USAGE, Category::OptimizerState, owner)?,
+            })
+        };
+        Ok(Self {
+            means: moments("means", &splats.means)?,
+            log_scales: moments("log_scales", &splats.log_scales)?,
+            quats: moments("quats", &splats.quats)?,
+            opacities: moments("opacities", &splats.opacities)?,
+            sh: [
+                moments("sh band 0", &splats.sh[0])?,
+                moments("sh band 1", &splats.sh[1])?,
+                moments("sh band 2", &splats.sh[2])?,
+                moments("sh band 3", &splats.sh[3])?,
+            ],
+            uniforms: ctx.create_buffer(
+                "adam uniforms",
+                SLOT * BUFFERS as u64,
+                wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                Category::Other,
+                owner,
+            )?,
+        })
+    }
+
+    /// The moments in parameter-buffer order: means, log-scales, quats, opacities, SH 0..=3.
+    #[must_use]
+    pub fn moments(&self) -> [&Moments; BUFFERS] {
+        [
+            &self.means,
+            &self.log_scales,
+            &self.quats,
+            &self.opacities,
+            &self.sh[0],
+            &self.sh[1],
+            &self.sh[2],
+            &self.sh[3],
+        ]
+    }
+}
+
+/// The Adam kernel.
+#[derive(Debug)]
+pub struct Adam {
+    pipeline: wgpu::ComputePipeline,
+    limits: DispatchLimits,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+}
+
+impl Adam {
+    #[must_use]
+    pub fn new(ctx: &GpuContext) -> Self {
+        let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("adam"),
+            source: wgpu::ShaderSource::Wgsl(include_str!("adam.wgsl").into()),
+        });
+        let layout_entries = [
+            wgpu::BindGroupLayoutEntry {
+                binding: 0,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: true,
+                    min_binding_size: wgpu::BufferSize::new(size_of::<AdamUniform>() as u64),
+                },
+                count: None,
+            },
+            storage_entry(1, false),
+            storage_entry(2, true),
+            storage_entry(3, false),
+            storage_entry(4, false),
+        ];
+        let bind_layout = ctx.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("adam"),
+            entries: &layout_entries,
+        });
+        let layout = ctx.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("adam"),
+            bind_group_layouts: &[Some(&bind_layout)],
+            immediate_size: 0,
+        });
+        let pipeline = ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("adam"),
+            layout: Some(&layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions::default(),
+            cache: None,
+        });
+        Self { pipeline, limits: DispatchLimits::of(&ctx.device), beta1: 0.9, beta2: 0.999, eps: 1e-15 }
+    }
+
+    /// WGSL source, for validation in tests.
+    #[must_use]
+    pub fn source() -> &'static str {
+        include_str!("adam.wgsl")
+    }
+
+    /// Records one Adam step (step number `t` ≥ 1) on every parameter buffer, each group
+    /// with its learning rate from `lr`. Writes the uniform slots of `state` (one step per
+    /// submit).
+    pub fn encode(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        splats: &GpuSplats,
+        grads: &SplatGradients,
+        state: &AdamState,
+        t: u32,
+        lr: impl Fn(ParamGroup) -> f32,
+    ) {
+        let params = [
+            (&splats.means, &grads.v_means, ParamGroup::Means),
+            (&splats.log_scales, &grads.v_log_scales, ParamGroup::LogScales),
+            (&splats.quats, &grads.v_quats, ParamGroup::Quats),
+            (&splats.opacities, &grads.v_opacities, ParamGroup::Opacities),
+            (&splats.sh[0], &grads.v_sh[0], ParamGroup::ShDc),
+            (&splats.sh[1], &grads.v_sh[1], ParamGroup::ShRest),
+            (&splats.sh[2], &grads.v_sh[2], ParamGroup::ShRest),
+            (&splats.sh[3], &grads.v_sh[3], ParamGroup::ShRest),
+        ];
+        let t = t.max(1) as i32;
+        let correction1 = 1.0 - self.beta1.powi(t);
+        let correction2 = (1.0 - self.beta2.powi(t)).sqrt();
+        let mut slots = vec![0_u8; (SLOT as usize) * BUFFERS];
+        for (slot, ((param, _, group), _)) in params.iter().zip(state.moments()).enumerate() {
+            let uniform = AdamUniform {
+                count: (param.size() / 4) as u32,
+                beta1: self.beta1,
+                beta2: self.beta2,
+                step_size: lr(*group) * correction2 / correction1,
+                eps_hat: self.eps * correction2,
+                _pad: [0; 3],
+            };
+            let at = slot * SLOT as usize;
+            slots[at..at + size_of::<AdamUniform>()].copy_from_slice(bytemuck::bytes_of(&uniform));
+        }
+        ctx.queue.write_buffer(&state.uniforms, 0, &slots);
+
+        let layout = self.pipeline.get_bind_group_layout(0);
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("adam"), timestamp_writes: None });
+        pass.set_pipeline(&self.pipeline);
+        for (slot, ((param, grad, _), moments)) in params.iter().zip(state.moments()).enumerate() {
+            let count = (param.size() / 4) as u32;
+            let bind = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("adam"),
+                layout: &layout,
+                entries: &[
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: &state.uniforms,
+                            offset: 0,
+                            size: wgpu::BufferSize::new(size_of::<AdamUniform>() as u64),
+                        }),
+                    },
+                    wgpu::BindGroupEntry { binding: 1, resource: param.as_entire_binding() },
+                    wgpu::BindGroupEntry { binding: 2, resource: grad.as_entire_binding() },
+                    wgpu::BindGroupEntry { binding: 3, resource: moments.m.as_entire_binding() },
+                    wgpu::BindGroupEntry { binding: 4, resource: moments.v.as_entire_binding() },
+                ],
+            });
+            pass.set_bind_group(0, &bind, &[(slot as u64 * SLOT) as u32]);
+            let (x, y) = self.limits.grid(count.div_ceil(256));
+            pass.dispatch_workgroups(x, y, 1);
+        }
+    }
+}
+
+fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
