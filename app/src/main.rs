@@ -3,6 +3,7 @@
 mod bench;
 mod info;
 mod render_cmd;
+mod train_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,6 +54,37 @@ enum Command {
         #[arg(long)]
         antialiased: bool,
     },
+    /// Train splats on a dataset without a window; writes splats.ply and metrics.json.
+    Train {
+        /// A dataset folder or .zip (COLMAP or transforms.json).
+        dataset: PathBuf,
+        /// A point cloud (.ply) to start from instead of the dataset's.
+        #[arg(long)]
+        init: Option<PathBuf>,
+        #[arg(long, default_value_t = 30_000)]
+        steps: u32,
+        /// Longest image side in pixels.
+        #[arg(long, default_value_t = 1600)]
+        max_resolution: u32,
+        /// Densification strategy: default (3DGS) or mcmc.
+        #[arg(long, default_value = "default")]
+        strategy: String,
+        #[arg(long, default_value_t = 3_000_000)]
+        max_splats: u32,
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
+        sh_degree: u32,
+        /// Evaluate on the eval views every N steps (0: only at the end).
+        #[arg(long, default_value_t = 1000)]
+        eval_every: u32,
+        /// Output folder (default: the dataset's name + "_train", beside it).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Background colour r,g,b in 0..1 (transparent pixels are composited over it).
+        #[arg(long, default_value = "0,0,0", value_parser = render_cmd::parse_background)]
+        background: [f32; 3],
+    },
     /// Time the rasterizer forward and forward + backward on random scenes.
     BenchRender {
         /// Splat counts, comma-separated.
@@ -75,6 +107,31 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info { path, max_resolution } => info::run(&path, max_resolution),
+        Command::Train {
+            dataset,
+            init,
+            steps,
+            max_resolution,
+            strategy,
+            max_splats,
+            sh_degree,
+            eval_every,
+            out,
+            seed,
+            background,
+        } => train_cmd::run(&train_cmd::TrainArgs {
+            dataset,
+            init,
+            steps,
+            max_resolution,
+            strategy,
+            max_splats,
+            sh_degree,
+            eval_every,
+            out,
+            seed,
+            background,
+        }),
         Command::BenchRender { splats, sizes, sh_degree, runs } => {
             bench::run(&bench::BenchArgs { splats, sizes, sh_degree, runs: runs.max(1) })
         }

@@ -451,8 +451,10 @@ fn best_of(runs: u32, mut f: impl FnMut()) -> Duration {
 }
 
 /// Not a pass/fail test: prints how long a sort and a scan take on this device (submit to
-/// idle, so including the submission overhead).
+/// idle, so including the submission overhead). Run on demand (BENCHMARKS.md):
+/// `cargo test -p splat-render --test scan_sort -- --ignored --nocapture`.
 #[test]
+#[ignore = "a measurement, not a check"]
 fn timings() {
     let ctx = context();
     let sort = RadixSort::new(&ctx);

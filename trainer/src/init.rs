@@ -72,13 +72,22 @@ fn build(points: &[[f32; 3]], order: &mut [u32], depth: usize) {
     }
     let axis = depth % 3;
     let mid = order.len() / 2;
-    order.select_nth_unstable_by(mid, |a, b| points[*a as usize][axis].total_cmp(&points[*b as usize][axis]));
+    order.select_nth_unstable_by(mid, |a, b| {
+        points[*a as usize][axis].total_cmp(&points[*b as usize][axis])
+    });
     let (left, right) = order.split_at_mut(mid);
     build(points, left, depth + 1);
     build(points, &mut right[1..], depth + 1);
 }
 
-fn search(points: &[[f32; 3]], order: &[u32], depth: usize, query: usize, k: usize, best: &mut Vec<(f32, u32)>) {
+fn search(
+    points: &[[f32; 3]],
+    order: &[u32],
+    depth: usize,
+    query: usize,
+    k: usize,
+    best: &mut Vec<(f32, u32)>,
+) {
     if order.is_empty() {
         return;
     }
@@ -96,7 +105,11 @@ fn search(points: &[[f32; 3]], order: &[u32], depth: usize, query: usize, k: usi
     }
     let axis = depth % 3;
     let delta = q[axis] - p[axis];
-    let (near, far) = if delta < 0.0 { (&order[..mid], &order[mid + 1..]) } else { (&order[mid + 1..], &order[..mid]) };
+    let (near, far) = if delta < 0.0 {
+        (&order[..mid], &order[mid + 1..])
+    } else {
+        (&order[mid + 1..], &order[..mid])
+    };
     search(points, near, depth + 1, query, k, best);
     if best.len() < k || delta * delta < best[best.len() - 1].0 {
         search(points, far, depth + 1, query, k, best);
@@ -133,7 +146,8 @@ mod tests {
             (state >> 40) as f32 / (1u64 << 24) as f32
         };
         for n in [0, 1, 2, 3, 4, 50, 1000] {
-            let mut points: Vec<[f32; 3]> = (0..n).map(|_| [next(), next() * 3.0, next() * 0.1]).collect();
+            let mut points: Vec<[f32; 3]> =
+                (0..n).map(|_| [next(), next() * 3.0, next() * 0.1]).collect();
             if n > 10 {
                 points[5] = points[6]; // duplicates
             }

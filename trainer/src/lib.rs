@@ -1,9 +1,11 @@
 //! Datasets, training and the trainer task. Knows nothing of any UI.
 
 pub mod dataset;
+pub mod densify;
 pub mod init;
+pub mod loss;
 pub mod optim;
-// pub mod train; (enabled once loss and densify land)
+pub mod train;
 
 pub use splat_formats as formats;
 pub use splat_render as render;

@@ -9,7 +9,8 @@ use splat_trainer::optim::{Adam, AdamState, ParamGroup};
 fn scene(n: usize, degree: u32, seed: u64) -> Splats {
     let mut state = seed;
     let mut next = move || {
-        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        state =
+            state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
     };
     let rest = 3 * (sh_coeffs_for_degree(degree) - 1);
@@ -40,14 +41,16 @@ fn flat(s: &Splats) -> Vec<(ParamGroup, Vec<f32>)> {
 
 fn lr(group: ParamGroup) -> f32 {
     match group {
-        ParamGroup::Means => 1e-3,
+        ParamGroup::Means | ParamGroup::Quats => 1e-3,
         ParamGroup::LogScales => 5e-3,
-        ParamGroup::Quats => 1e-3,
         ParamGroup::Opacities => 5e-2,
         ParamGroup::ShDc => 2.5e-3,
         ParamGroup::ShRest => 1.25e-4,
     }
 }
+
+/// Per buffer: group, parameters, first and second moments.
+type CpuAdam = (ParamGroup, Vec<f64>, Vec<f64>, Vec<f64>);
 
 #[test]
 fn gpu_adam_matches_cpu_adam() {
@@ -59,19 +62,31 @@ fn gpu_adam_matches_cpu_adam() {
     let grads = SplatGradients::new(&ctx, &gpu, Owner::Run(1)).unwrap();
     let state = AdamState::new(&ctx, &gpu, Owner::Run(1)).unwrap();
 
-    let mut cpu: Vec<(ParamGroup, Vec<f64>, Vec<f64>, Vec<f64>)> = flat(&params)
+    let mut cpu: Vec<CpuAdam> = flat(&params)
         .into_iter()
-        .map(|(g, p)| (g, p.iter().map(|v| f64::from(*v)).collect(), vec![0.0; p.len()], vec![0.0; p.len()]))
+        .map(|(g, p)| {
+            (g, p.iter().map(|v| f64::from(*v)).collect(), vec![0.0; p.len()], vec![0.0; p.len()])
+        })
         .collect();
     let (b1, b2, eps) = (f64::from(adam.beta1), f64::from(adam.beta2), f64::from(adam.eps));
     for t in 1..=5_u32 {
         // Different gradients each step, written into the gradient buffers.
         let g = flat(&scene(n, 3, 100 + u64::from(t)));
-        let buffers = [&grads.v_means, &grads.v_log_scales, &grads.v_quats, &grads.v_opacities, &grads.v_sh[0], &grads.v_sh[1], &grads.v_sh[2], &grads.v_sh[3]];
+        let buffers = [
+            &grads.v_means,
+            &grads.v_log_scales,
+            &grads.v_quats,
+            &grads.v_opacities,
+            &grads.v_sh[0],
+            &grads.v_sh[1],
+            &grads.v_sh[2],
+            &grads.v_sh[3],
+        ];
         for (buffer, (_, values)) in buffers.iter().zip(&g) {
             ctx.queue.write_buffer(buffer, 0, bytemuck::cast_slice(values));
         }
-        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        let mut encoder =
+            ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         adam.encode(&ctx, &mut encoder, &gpu, &grads, &state, t, lr);
         ctx.queue.submit([encoder.finish()]);
         for ((group, p, m, v), (_, grad)) in cpu.iter_mut().zip(&g) {
@@ -86,7 +101,16 @@ fn gpu_adam_matches_cpu_adam() {
             }
         }
     }
-    let buffers = [&gpu.means, &gpu.log_scales, &gpu.quats, &gpu.opacities, &gpu.sh[0], &gpu.sh[1], &gpu.sh[2], &gpu.sh[3]];
+    let buffers = [
+        &gpu.means,
+        &gpu.log_scales,
+        &gpu.quats,
+        &gpu.opacities,
+        &gpu.sh[0],
+        &gpu.sh[1],
+        &gpu.sh[2],
+        &gpu.sh[3],
+    ];
     for (buffer, (group, want, _, _)) in buffers.iter().zip(&cpu) {
         let got = read_f32(&ctx, buffer, want.len()).unwrap();
         for (g, w) in got.iter().zip(want) {
@@ -103,7 +127,10 @@ fn adam_kernel_validates() {
     use splat_render::wgpu::naga;
     let source = Adam::source();
     let module = naga::front::wgsl::parse_str(source).unwrap();
-    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
-        .validate(&module)
-        .unwrap();
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::empty(),
+    )
+    .validate(&module)
+    .unwrap();
 }

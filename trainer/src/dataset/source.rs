@@ -47,10 +47,16 @@ impl DatasetSource {
     pub fn open(path: &Path) -> Result<Self, DatasetError> {
         let metadata = std::fs::metadata(path)
             .map_err(|source| DatasetError::Read { file: path.display().to_string(), source })?;
+        let is_zip = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("zip"));
         if metadata.is_dir() {
             Ok(Self::Folder { root: path.to_path_buf() })
-        } else {
+        } else if is_zip {
             ZipSource::open(path).map(Self::Zip)
+        } else {
+            Err(DatasetError::NotADataset {
+                file: path.display().to_string(),
+                message: "a dataset is a folder or a .zip of one".to_owned(),
+            })
         }
     }
 

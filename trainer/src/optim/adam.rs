@@ -69,8 +69,20 @@ impl AdamState {
     pub fn new(ctx: &GpuContext, splats: &GpuSplats, owner: Owner) -> Result<Self, GpuError> {
         let moments = |label: &str, like: &GpuBuffer| -> Result<Moments, GpuError> {
             Ok(Moments {
-                m: ctx.create_buffer(&format!("{label} m"), like.size(), USAGE, Category::OptimizerState, owner)?,
-                v: ctx.create_buffer(&format!("{label} v"), like.size(), USAGE, Category::OptimizerState, owner)?,
+                m: ctx.create_buffer(
+                    &format!("{label} m"),
+                    like.size(),
+                    USAGE,
+                    Category::OptimizerState,
+                    owner,
+                )?,
+                v: ctx.create_buffer(
+                    &format!("{label} v"),
+                    like.size(),
+                    USAGE,
+                    Category::OptimizerState,
+                    owner,
+                )?,
             })
         };
         Ok(Self {
@@ -160,7 +172,13 @@ impl Adam {
             compilation_options: wgpu::PipelineCompilationOptions::default(),
             cache: None,
         });
-        Self { pipeline, limits: DispatchLimits::of(&ctx.device), beta1: 0.9, beta2: 0.999, eps: 1e-15 }
+        Self {
+            pipeline,
+            limits: DispatchLimits::of(&ctx.device),
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-15,
+        }
     }
 
     /// WGSL source, for validation in tests.
@@ -172,6 +190,10 @@ impl Adam {
     /// Records one Adam step (step number `t` ≥ 1) on every parameter buffer, each group
     /// with its learning rate from `lr`. Writes the uniform slots of `state` (one step per
     /// submit).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the buffers of one step; a struct would only rename them"
+    )]
     pub fn encode(
         &self,
         ctx: &GpuContext,
@@ -211,7 +233,10 @@ impl Adam {
         ctx.queue.write_buffer(&state.uniforms, 0, &slots);
 
         let layout = self.pipeline.get_bind_group_layout(0);
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("adam"), timestamp_writes: None });
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("adam"),
+            timestamp_writes: None,
+        });
         pass.set_pipeline(&self.pipeline);
         for (slot, ((param, grad, _), moments)) in params.iter().zip(state.moments()).enumerate() {
             let count = (param.size() / 4) as u32;

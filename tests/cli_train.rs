@@ -1,0 +1,139 @@
+//! `splatforge train`: every dataset in ../shared/data trains (a few steps), the output folder
+//! holds a PLY that loads and the metrics the README lists; bad input is one clear line.
+#![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use splat_trainer::formats::{Loaded, load_file};
+
+fn data(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data").join(rel)
+}
+
+fn train(args: &[&str]) -> (bool, String) {
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_splatforge")).arg("train").args(args).output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn every_dataset_trains_and_writes_its_outputs() {
+    let root = std::env::temp_dir().join(format!("splatforge-cli-train-{}", std::process::id()));
+    for name in [
+        "tiny-per-frame-intrinsics",
+        "desk-statue-colmap",
+        "maupertuis-colmap-txt",
+        "fox-transforms",
+        "lego-blender",
+    ] {
+        let out = root.join(name);
+        let (ok, stderr) = train(&[
+            data(&format!("datasets/{name}")).to_str().unwrap(),
+            "--steps",
+            "6",
+            "--max-resolution",
+            "48",
+            "--eval-every",
+            "3",
+            "--max-splats",
+            "5000",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(ok, "{name}: {stderr}");
+        let metrics: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("metrics.json")).unwrap()).unwrap();
+        for key in [
+            "steps",
+            "seconds",
+            "steps_per_second",
+            "final_psnr",
+            "final_ssim",
+            "splats",
+            "peak_gpu_bytes",
+            "eval",
+        ] {
+            assert!(metrics.get(key).is_some(), "{name}: metrics.json lacks {key}: {metrics}");
+        }
+        assert_eq!(metrics["steps"], 6);
+        assert_eq!(
+            metrics["eval"].as_array().unwrap().len(),
+            2,
+            "{name}: evals at step 3 and the end"
+        );
+        assert!(metrics["final_psnr"].as_f64().unwrap() > 3.0, "{name}: {metrics}");
+        let Loaded::Splats { splats, .. } = load_file(&out.join("splats.ply")).unwrap() else {
+            panic!("{name}: not splats")
+        };
+        assert_eq!(splats.len() as u64, metrics["splats"].as_u64().unwrap());
+        assert!(splats.len() <= 5000, "{name}: --max-splats holds");
+        assert!(!out.join("splats.ply.partial").exists());
+    }
+    std::fs::remove_dir_all(root).ok();
+}
+
+#[test]
+fn bad_input_is_one_clear_line() {
+    let tiny = data("datasets/tiny-per-frame-intrinsics");
+    let out = std::env::temp_dir().join(format!("splatforge-cli-train-bad-{}", std::process::id()));
+    let out = out.to_str().unwrap();
+    for (args, words) in [
+        (
+            vec![
+                data("splats/inria-ply/rtgs-16.ply").to_str().unwrap().to_string(),
+                "--out".into(),
+                out.into(),
+            ],
+            "no dataset found",
+        ),
+        (
+            vec![
+                tiny.to_str().unwrap().to_string(),
+                "--steps".into(),
+                "0".into(),
+                "--out".into(),
+                out.into(),
+            ],
+            "--steps",
+        ),
+        (
+            vec![
+                tiny.to_str().unwrap().to_string(),
+                "--strategy".into(),
+                "magic".into(),
+                "--out".into(),
+                out.into(),
+            ],
+            "unknown strategy",
+        ),
+        (
+            vec![
+                tiny.to_str().unwrap().to_string(),
+                "--max-splats".into(),
+                "0".into(),
+                "--out".into(),
+                out.into(),
+            ],
+            "--max-splats",
+        ),
+        (
+            vec![
+                tiny.to_str().unwrap().to_string(),
+                "--init".into(),
+                data("splats/spz/minimal-v4.spz").to_str().unwrap().to_string(),
+                "--out".into(),
+                out.into(),
+            ],
+            "minimal-v4.spz",
+        ),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, stderr) = train(&args);
+        assert!(!ok, "{args:?} should fail");
+        let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
+        assert_eq!(lines.len(), 1, "{stderr}");
+        assert!(lines[0].contains(words), "{args:?}: {stderr}");
+    }
+    std::fs::remove_dir_all(out).ok();
+}

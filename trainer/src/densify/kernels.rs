@@ -1,0 +1,400 @@
+//! The GPU half of densification: pipelines and encoders of the WGSL kernels beside this
+//! file. WGSL has no `#include`; each kernel's source is a concatenation of files, listed in
+//! [`Kernel::parts`].
+
+use bytemuck::{Pod, Zeroable};
+use splat_render::kernels::DispatchLimits;
+use splat_render::wgpu;
+use splat_render::{Category, GpuBuffer, GpuContext, GpuError, Owner};
+
+const PLAN: &str = include_str!("plan.wgsl");
+const RANDOM: &str = include_str!("random.wgsl");
+
+/// Invocations per workgroup of every kernel here. Keep in sync with the WGSL.
+const WORKGROUP_SIZE: u32 = 256;
+
+/// Uniform slots are this many bytes apart (every device's uniform offset alignment is at
+/// most 256, by the WebGPU spec).
+pub(crate) const UNIFORM_SLOT: u64 = 256;
+
+/// Which parameter a gather dispatch moves. Keep in sync with `ROLE_*` in plan.wgsl.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum Role {
+    Plain = 0,
+    Opacity = 1,
+    LogScale = 2,
+}
+
+/// Parameters of one gather (or split) dispatch. Keep in sync with `GatherUniform` in
+/// plan.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub(crate) struct GatherUniform {
+    /// Output floats of the buffer: `out_count · floats_per_splat`.
+    pub elements: u32,
+    pub floats_per_splat: u32,
+    /// A [`Role`].
+    pub role: u32,
+    /// Output splats.
+    pub out_count: u32,
+}
+const _: () = assert!(size_of::<GatherUniform>() == 16);
+
+/// Keep in sync with `ResetUniform` in `opacity_reset.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+struct ResetUniform {
+    count: u32,
+    max_logit: f32,
+    _pad: [u32; 2],
+}
+const _: () = assert!(size_of::<ResetUniform>() == 16);
+
+/// Keep in sync with `RegularizeUniform` in `mcmc_regularize.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+struct RegularizeUniform {
+    count: u32,
+    opacity_coefficient: f32,
+    scale_coefficient: f32,
+    _pad: u32,
+}
+const _: () = assert!(size_of::<RegularizeUniform>() == 16);
+
+/// Keep in sync with `NoiseUniform` in `mcmc_noise.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+struct NoiseUniform {
+    count: u32,
+    seed: u32,
+    scaler: f32,
+    gate_sharpness: f32,
+    gate_center: f32,
+    _pad: [u32; 3],
+}
+const _: () = assert!(size_of::<NoiseUniform>() == 32);
+
+/// The kernels of this module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    Gather,
+    Split,
+    OpacityReset,
+    McmcRegularize,
+    McmcNoise,
+}
+
+impl Kernel {
+    pub const ALL: [Self; 5] =
+        [Self::Gather, Self::Split, Self::OpacityReset, Self::McmcRegularize, Self::McmcNoise];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Gather => "densify gather",
+            Self::Split => "densify split",
+            Self::OpacityReset => "densify opacity reset",
+            Self::McmcRegularize => "mcmc regularize",
+            Self::McmcNoise => "mcmc noise",
+        }
+    }
+
+    fn parts(self) -> &'static [&'static str] {
+        match self {
+            Self::Gather => &[PLAN, include_str!("gather.wgsl")],
+            Self::Split => &[PLAN, RANDOM, include_str!("split.wgsl")],
+            Self::OpacityReset => &[include_str!("opacity_reset.wgsl")],
+            Self::McmcRegularize => &[include_str!("mcmc_regularize.wgsl")],
+            Self::McmcNoise => &[RANDOM, include_str!("mcmc_noise.wgsl")],
+        }
+    }
+
+    /// The full WGSL source.
+    pub fn source(self) -> String {
+        self.parts().join("\n")
+    }
+}
+
+/// One gather dispatch: a parameter buffer and its moments, old and new.
+pub(crate) struct GatherJob<'a> {
+    pub old: [&'a wgpu::Buffer; 3],
+    pub new: [&'a wgpu::Buffer; 3],
+    pub uniform: GatherUniform,
+}
+
+/// The compiled pipelines.
+#[derive(Debug)]
+pub(crate) struct Kernels {
+    gather: wgpu::ComputePipeline,
+    split: wgpu::ComputePipeline,
+    opacity_reset: wgpu::ComputePipeline,
+    regularize: wgpu::ComputePipeline,
+    noise: wgpu::ComputePipeline,
+    limits: DispatchLimits,
+}
+
+fn pipeline(ctx: &GpuContext, kernel: Kernel) -> wgpu::ComputePipeline {
+    let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(kernel.label()),
+        source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
+    });
+    ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(kernel.label()),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: wgpu::PipelineCompilationOptions::default(),
+        cache: None,
+    })
+}
+
+/// A bind group of `resources` at bindings 0, 1, … of the pipeline's (automatic) layout.
+fn bind_group(
+    ctx: &GpuContext,
+    pipeline: &wgpu::ComputePipeline,
+    label: &str,
+    resources: &[wgpu::BindingResource<'_>],
+) -> wgpu::BindGroup {
+    let entries: Vec<wgpu::BindGroupEntry<'_>> = resources
+        .iter()
+        .enumerate()
+        .map(|(i, resource)| wgpu::BindGroupEntry { binding: i as u32, resource: resource.clone() })
+        .collect();
+    ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some(label),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &entries,
+    })
+}
+
+/// One slot of a uniform buffer, as a binding.
+fn uniform_slot(buffer: &wgpu::Buffer, slot: u64, bytes: u64) -> wgpu::BindingResource<'_> {
+    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+        buffer,
+        offset: slot * UNIFORM_SLOT,
+        size: wgpu::BufferSize::new(bytes),
+    })
+}
+
+/// A small uniform buffer holding `value`, registered under the run's owner.
+fn uniform_buffer<T: Pod>(
+    ctx: &GpuContext,
+    label: &str,
+    value: &T,
+    owner: Owner,
+) -> Result<GpuBuffer, GpuError> {
+    ctx.create_buffer_init(
+        label,
+        bytemuck::bytes_of(value),
+        wgpu::BufferUsages::UNIFORM,
+        Category::Other,
+        owner,
+    )
+}
+
+impl Kernels {
+    pub fn new(ctx: &GpuContext, limits: DispatchLimits) -> Self {
+        Self {
+            gather: pipeline(ctx, Kernel::Gather),
+            split: pipeline(ctx, Kernel::Split),
+            opacity_reset: pipeline(ctx, Kernel::OpacityReset),
+            regularize: pipeline(ctx, Kernel::McmcRegularize),
+            noise: pipeline(ctx, Kernel::McmcNoise),
+            limits,
+        }
+    }
+
+    /// Records one compute pass of `threads` invocations (nothing for zero).
+    fn dispatch(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        label: &str,
+        pipeline: &wgpu::ComputePipeline,
+        bind: &wgpu::BindGroup,
+        threads: u32,
+    ) {
+        if threads == 0 {
+            return;
+        }
+        let (x, y) = self.limits.grid(threads.div_ceil(WORKGROUP_SIZE));
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(label),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, bind, &[]);
+        pass.dispatch_workgroups(x, y, 1);
+    }
+
+    /// Records the gather of every job; job `k` reads its uniform from slot `k` of
+    /// `uniforms` (the caller wrote them).
+    pub fn encode_gather(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        plan: &wgpu::Buffer,
+        uniforms: &wgpu::Buffer,
+        jobs: &[GatherJob<'_>],
+    ) {
+        for (slot, job) in jobs.iter().enumerate() {
+            let bind = bind_group(
+                ctx,
+                &self.gather,
+                Kernel::Gather.label(),
+                &[
+                    uniform_slot(uniforms, slot as u64, size_of::<GatherUniform>() as u64),
+                    plan.as_entire_binding(),
+                    job.old[0].as_entire_binding(),
+                    job.old[1].as_entire_binding(),
+                    job.old[2].as_entire_binding(),
+                    job.new[0].as_entire_binding(),
+                    job.new[1].as_entire_binding(),
+                    job.new[2].as_entire_binding(),
+                ],
+            );
+            self.dispatch(
+                encoder,
+                Kernel::Gather.label(),
+                &self.gather,
+                &bind,
+                job.uniform.elements,
+            );
+        }
+    }
+
+    /// Records the offsets of split children's means (after the gather copied the parents'):
+    /// `uniforms` slot `slot` holds a [`GatherUniform`] with `out_count`.
+    #[expect(clippy::too_many_arguments, reason = "the bindings of one kernel")]
+    pub fn encode_split(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        plan: &wgpu::Buffer,
+        uniforms: &wgpu::Buffer,
+        slot: u64,
+        out_count: u32,
+        old_quats: &wgpu::Buffer,
+        old_log_scales: &wgpu::Buffer,
+        new_means: &wgpu::Buffer,
+    ) {
+        let bind = bind_group(
+            ctx,
+            &self.split,
+            Kernel::Split.label(),
+            &[
+                uniform_slot(uniforms, slot, size_of::<GatherUniform>() as u64),
+                plan.as_entire_binding(),
+                old_quats.as_entire_binding(),
+                old_log_scales.as_entire_binding(),
+                new_means.as_entire_binding(),
+            ],
+        );
+        self.dispatch(encoder, Kernel::Split.label(), &self.split, &bind, out_count);
+    }
+
+    /// Records `opacity ← min(opacity, max_logit)` on `count` logits.
+    pub fn encode_opacity_reset(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        opacities: &wgpu::Buffer,
+        count: u32,
+        max_logit: f32,
+        owner: Owner,
+    ) -> Result<(), GpuError> {
+        let uniform = uniform_buffer(
+            ctx,
+            "opacity reset uniform",
+            &ResetUniform { count, max_logit, _pad: [0; 2] },
+            owner,
+        )?;
+        let bind = bind_group(
+            ctx,
+            &self.opacity_reset,
+            Kernel::OpacityReset.label(),
+            &[uniform.as_entire_binding(), opacities.as_entire_binding()],
+        );
+        self.dispatch(encoder, Kernel::OpacityReset.label(), &self.opacity_reset, &bind, count);
+        Ok(())
+    }
+
+    /// Records the MCMC regularisers' gradients (see `mcmc_regularize.wgsl`).
+    #[expect(clippy::too_many_arguments, reason = "the bindings of one kernel")]
+    pub fn encode_regularize(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        count: u32,
+        [opacity_coefficient, scale_coefficient]: [f32; 2],
+        [opacities, log_scales]: [&wgpu::Buffer; 2],
+        [v_opacities, v_log_scales]: [&wgpu::Buffer; 2],
+        owner: Owner,
+    ) -> Result<(), GpuError> {
+        let uniform = uniform_buffer(
+            ctx,
+            "mcmc regularize uniform",
+            &RegularizeUniform { count, opacity_coefficient, scale_coefficient, _pad: 0 },
+            owner,
+        )?;
+        let bind = bind_group(
+            ctx,
+            &self.regularize,
+            Kernel::McmcRegularize.label(),
+            &[
+                uniform.as_entire_binding(),
+                opacities.as_entire_binding(),
+                log_scales.as_entire_binding(),
+                v_opacities.as_entire_binding(),
+                v_log_scales.as_entire_binding(),
+            ],
+        );
+        let threads = count.checked_mul(3).ok_or_else(|| too_many(count))?;
+        self.dispatch(encoder, Kernel::McmcRegularize.label(), &self.regularize, &bind, threads);
+        Ok(())
+    }
+
+    /// Records the MCMC position noise (see `mcmc_noise.wgsl`). `params` are means
+    /// (written), quats, log-scales and opacities.
+    #[expect(clippy::too_many_arguments, reason = "the bindings of one kernel")]
+    pub fn encode_noise(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        count: u32,
+        seed: u32,
+        scaler: f32,
+        [gate_sharpness, gate_center]: [f32; 2],
+        params: [&wgpu::Buffer; 4],
+        owner: Owner,
+    ) -> Result<(), GpuError> {
+        let uniform = uniform_buffer(
+            ctx,
+            "mcmc noise uniform",
+            &NoiseUniform { count, seed, scaler, gate_sharpness, gate_center, _pad: [0; 3] },
+            owner,
+        )?;
+        let bind = bind_group(
+            ctx,
+            &self.noise,
+            Kernel::McmcNoise.label(),
+            &[
+                uniform.as_entire_binding(),
+                params[0].as_entire_binding(),
+                params[1].as_entire_binding(),
+                params[2].as_entire_binding(),
+                params[3].as_entire_binding(),
+            ],
+        );
+        self.dispatch(encoder, Kernel::McmcNoise.label(), &self.noise, &bind, count);
+        Ok(())
+    }
+}
+
+/// The error for a splat count whose float count overflows a u32.
+pub(crate) fn too_many(count: u32) -> GpuError {
+    GpuError::TooLarge {
+        label: "densification".into(),
+        bytes: u64::from(count) * 4,
+        limit: u64::from(u32::MAX),
+    }
+}

@@ -1,0 +1,620 @@
+//! Densification: the standard 3DGS adaptive density control ([`DefaultConfig`]) and the
+//! MCMC strategy ([`McmcConfig`]), on the splats, gradients and Adam moments of a run.
+//!
+//! "Plan on the CPU, move data on the GPU": a refinement reads back only what its decisions
+//! need (opacity logits, log-scales and, for the default strategy, the densification
+//! statistics: 28 bytes a splat), decides on the CPU with a seeded `SplitMix64`
+//! (plan.rs), uploads the plan (for each output splat: its source, flags and new values,
+//! 32 bytes) and runs one gather dispatch per parameter buffer (gather.wgsl), which builds the
+//! new parameter buffer and its two Adam moment buffers from the old ones: moments are copied
+//! for kept splats and zero for new ones. Split children get their random offset from a
+//! hash of their seed on the GPU (split.wgsl), so a run is deterministic for a seed.
+//!
+//! The new [`GpuSplats`], [`SplatGradients`] (zero, densification statistics included) and
+//! [`AdamState`] are allocated with the new count, and the old ones dropped, which removes
+//! them from the memory ledger. A refinement that changes nothing keeps the buffers and
+//! only clears the statistics.
+//!
+//! Call order in a training step (1-based `step`):
+//! 1. forward, loss, backward (the rasterizer writes gradients and adds statistics);
+//! 2. MCMC only: [`Densifier::mcmc_regularize`] adds the regularisers' gradients;
+//! 3. Adam;
+//! 4. [`Densifier::after_step`] refines / resets opacities when the strategy schedules it;
+//! 5. MCMC only: [`Densifier::mcmc_noise`] perturbs positions (gsplat's
+//!    `step_post_backward`: refine first, then noise, both after the optimizer step).
+
+mod kernels;
+mod plan;
+
+use std::time::Instant;
+
+use splat_render::gpu_splats::{BAND_COEFFS, read_f32};
+use splat_render::kernels::DispatchLimits;
+use splat_render::wgpu;
+use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, SplatGradients};
+
+use crate::optim::AdamState;
+use kernels::{GatherJob, GatherUniform, Kernel, Kernels, Role, UNIFORM_SLOT, too_many};
+use plan::{Plan, Readback, SplitMix64, logit};
+pub use plan::{RELOCATION_MAX_COPIES, SPLIT_CHILDREN, SPLIT_SCALE_DIVISOR, relocation};
+
+/// What densification reallocates together: the parameters, their gradients (and
+/// densification statistics) and Adam's moments, all with the same splat count.
+#[derive(Debug)]
+pub struct TrainState {
+    pub splats: GpuSplats,
+    pub grads: SplatGradients,
+    pub adam: AdamState,
+}
+
+impl TrainState {
+    /// Zero gradients and moments for `splats`.
+    pub fn new(ctx: &GpuContext, splats: GpuSplats, owner: Owner) -> Result<Self, GpuError> {
+        let grads = SplatGradients::new(ctx, &splats, owner)?;
+        let adam = AdamState::new(ctx, &splats, owner)?;
+        Ok(Self { splats, grads, adam })
+    }
+}
+
+/// The 3DGS adaptive density control (Kerbl et al. 2023, section 5 and the reference code's
+/// `OptimizationParams` / `densify_and_prune`; gsplat's `DefaultStrategy`). Defaults are the
+/// paper's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DefaultConfig {
+    /// Refine every this many steps (`densification_interval`).
+    pub refine_every: u32,
+    /// Refine only after this step (`densify_from_iter`).
+    pub start: u32,
+    /// Refine and reset opacities only before this step (`densify_until_iter`).
+    pub stop: u32,
+    /// Grow splats whose mean NDC gradient norm (statistics sum / visible count) is at least
+    /// this (`densify_grad_threshold`).
+    pub grad_threshold: f32,
+    /// Clone when the largest scale is ≤ this × scene extent, split when larger
+    /// (`percent_dense`).
+    pub percent_dense: f32,
+    /// Prune below this opacity (after the sigmoid).
+    pub min_opacity: f32,
+    /// After the first opacity reset, prune splats whose largest screen radius since the last
+    /// refinement exceeded this many pixels (3DGS's `size_threshold`).
+    pub max_screen_radius: f32,
+    /// After the first opacity reset, prune splats whose largest scale exceeds this × scene
+    /// extent.
+    pub max_world_scale: f32,
+    /// Reset opacities every this many steps (`opacity_reset_interval`).
+    pub opacity_reset_every: u32,
+    /// The opacity (after the sigmoid) a reset clamps to.
+    pub opacity_reset_value: f32,
+}
+
+impl Default for DefaultConfig {
+    fn default() -> Self {
+        Self {
+            refine_every: 100,
+            start: 500,
+            stop: 15_000,
+            grad_threshold: 0.0002,
+            percent_dense: 0.01,
+            min_opacity: 0.005,
+            max_screen_radius: 20.0,
+            max_world_scale: 0.1,
+            opacity_reset_every: 3_000,
+            opacity_reset_value: 0.01,
+        }
+    }
+}
+
+impl DefaultConfig {
+    /// Whether `step` (1-based) refines: 3DGS's `iteration > densify_from_iter and iteration %
+    /// densification_interval == 0`, inside `iteration < densify_until_iter`.
+    #[must_use]
+    pub fn refines_at(&self, step: u32) -> bool {
+        step > self.start
+            && step < self.stop
+            && self.refine_every > 0
+            && step.is_multiple_of(self.refine_every)
+    }
+
+    /// Whether `step` resets opacities (after the refinement of that step, as in 3DGS).
+    #[must_use]
+    pub fn resets_opacity_at(&self, step: u32) -> bool {
+        step < self.stop
+            && self.opacity_reset_every > 0
+            && step.is_multiple_of(self.opacity_reset_every)
+    }
+}
+
+/// The MCMC strategy (Kheradmand et al. 2024, "3D Gaussian Splatting as Markov Chain Monte
+/// Carlo"; gsplat's `MCMCStrategy` and `simple_trainer`'s MCMC settings). Defaults are gsplat's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McmcConfig {
+    /// Most splats (gsplat's `cap_max`); `after_step`'s `max_splats` caps it further.
+    pub cap: u32,
+    pub refine_every: u32,
+    /// Refine only after this step.
+    pub start: u32,
+    /// Refine only before this step.
+    pub stop: u32,
+    /// Splats at or below this opacity (after the sigmoid) are dead and relocated.
+    pub min_opacity: f32,
+    /// Each refinement grows the count to `floor(N · (1 + grow_fraction))` (at most the cap).
+    pub grow_fraction: f64,
+    /// Position noise scale, multiplied by the means' learning rate.
+    pub noise_lr: f32,
+    /// Weight of the mean opacity (after the sigmoid) in the loss.
+    pub opacity_reg: f32,
+    /// Weight of the mean scale (after the exponential) in the loss.
+    pub scale_reg: f32,
+}
+
+impl Default for McmcConfig {
+    fn default() -> Self {
+        Self {
+            cap: 1_000_000,
+            refine_every: 100,
+            start: 500,
+            stop: 25_000,
+            min_opacity: 0.005,
+            grow_fraction: 0.05,
+            noise_lr: 5e5,
+            opacity_reg: 0.01,
+            scale_reg: 0.01,
+        }
+    }
+}
+
+impl McmcConfig {
+    /// Whether `step` refines (gsplat: `refine_start_iter < step < refine_stop_iter` and
+    /// `step % refine_every == 0`).
+    #[must_use]
+    pub fn refines_at(&self, step: u32) -> bool {
+        step > self.start
+            && step < self.stop
+            && self.refine_every > 0
+            && step.is_multiple_of(self.refine_every)
+    }
+}
+
+/// The noise gate's steepness `k` (gsplat's `op_sigmoid(x, k=100, x0=0.995)`).
+pub const NOISE_GATE_SHARPNESS: f32 = 100.0;
+/// The noise gate's centre `x0`, on `1 − opacity` (gsplat, 3DGS-MCMC: fixed, not tied to
+/// `min_opacity`).
+pub const NOISE_GATE_CENTER: f32 = 0.995;
+
+/// How a run densifies.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Strategy {
+    Default(DefaultConfig),
+    Mcmc(McmcConfig),
+}
+
+/// What one [`Densifier::after_step`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RefineStats {
+    /// New splats: clones and split children (default), sampled copies (MCMC).
+    pub added: u32,
+    /// Old splats gone: pruned and split parents (default); 0 for MCMC.
+    pub removed: u32,
+    /// Dead splats moved onto live ones (MCMC; the count does not change).
+    pub relocated: u32,
+    /// Splats now.
+    pub count: u32,
+    /// Whether opacities were reset (default strategy).
+    pub opacity_reset: bool,
+}
+
+/// The densification kernels. Make once per device.
+#[derive(Debug)]
+pub struct Densifier {
+    kernels: Kernels,
+}
+
+const PARAM_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_DST)
+    .union(wgpu::BufferUsages::COPY_SRC);
+
+/// Parameter buffers of a scene: means, log-scales, quats, opacities, SH bands 0..=3 (the
+/// order of [`AdamState::moments`]).
+const PARAM_BUFFERS: usize = 8;
+/// Floats per splat of each parameter buffer, SH bands counted as if present.
+const FLOATS_PER_SPLAT: [u32; PARAM_BUFFERS] =
+    [3, 3, 4, 1, BAND_COEFFS[0] * 3, BAND_COEFFS[1] * 3, BAND_COEFFS[2] * 3, BAND_COEFFS[3] * 3];
+const PARAM_LABELS: [&str; PARAM_BUFFERS] = [
+    "means",
+    "log_scales",
+    "quats",
+    "opacities",
+    "sh band 0",
+    "sh band 1",
+    "sh band 2",
+    "sh band 3",
+];
+/// Size of a placeholder for an empty parameter buffer (as `GpuSplats::upload` makes).
+const EMPTY_BUFFER_BYTES: u64 = 16;
+/// Index of the first SH band in the parameter buffers.
+const FIRST_SH_BUFFER: usize = 4;
+/// The split kernel's uniform slot, after the gathers'.
+const SPLIT_SLOT: u64 = PARAM_BUFFERS as u64;
+
+fn param_buffers(splats: &GpuSplats) -> [&GpuBuffer; PARAM_BUFFERS] {
+    [
+        &splats.means,
+        &splats.log_scales,
+        &splats.quats,
+        &splats.opacities,
+        &splats.sh[0],
+        &splats.sh[1],
+        &splats.sh[2],
+        &splats.sh[3],
+    ]
+}
+
+/// Floats per splat of buffer `b` for a scene of SH degree `sh_degree`; 0 for a band above
+/// it (a placeholder).
+fn floats_per_splat(b: usize, sh_degree: u32) -> u32 {
+    if b >= FIRST_SH_BUFFER && (b - FIRST_SH_BUFFER) as u32 > sh_degree {
+        0
+    } else {
+        FLOATS_PER_SPLAT[b]
+    }
+}
+
+/// Zero parameter buffers for `count` splats, sized as [`GpuSplats::upload`] sizes them
+/// (16-byte placeholders for empty buffers: a binding may not be empty).
+fn allocate_splats(
+    ctx: &GpuContext,
+    count: u32,
+    sh_degree: u32,
+    owner: Owner,
+) -> Result<GpuSplats, GpuError> {
+    let buffer = |b: usize| {
+        let floats = u64::from(count) * u64::from(floats_per_splat(b, sh_degree));
+        ctx.create_buffer(
+            PARAM_LABELS[b],
+            if floats == 0 { EMPTY_BUFFER_BYTES } else { floats * 4 },
+            PARAM_USAGE,
+            Category::SplatParameters,
+            owner,
+        )
+    };
+    Ok(GpuSplats {
+        count,
+        sh_degree,
+        means: buffer(0)?,
+        log_scales: buffer(1)?,
+        quats: buffer(2)?,
+        opacities: buffer(3)?,
+        sh: [buffer(4)?, buffer(5)?, buffer(6)?, buffer(7)?],
+    })
+}
+
+impl Densifier {
+    #[must_use]
+    pub fn new(ctx: &GpuContext) -> Self {
+        Self::with_limits(ctx, DispatchLimits::of(&ctx.device))
+    }
+
+    /// Builds the pipelines planning dispatches for `limits` (tests shrink them to exercise
+    /// the 2D dispatch that large scenes need).
+    #[must_use]
+    pub fn with_limits(ctx: &GpuContext, limits: DispatchLimits) -> Self {
+        Self { kernels: Kernels::new(ctx, limits) }
+    }
+
+    /// Every WGSL composition of this module, labelled, for naga validation in tests.
+    #[must_use]
+    pub fn shader_sources() -> Vec<(String, String)> {
+        Kernel::ALL.iter().map(|k| (k.label().to_string(), k.source())).collect()
+    }
+
+    /// Called after each optimizer step with the 1-based step number: does what the strategy
+    /// schedules for this step (refine; for the default strategy also the opacity reset,
+    /// after the refinement) and returns the (possibly new) state, and what was done if
+    /// anything was. `max_splats` caps the count for both strategies (growth stops there; it
+    /// never prunes to reach it). `scene_extent` is the 3DGS camera extent (radius of the
+    /// camera centres' bounding sphere × 1.1). `seed` is the run's: the same seed, step and
+    /// state give the same result. New buffers belong to `owner`.
+    ///
+    /// On an error the state is dropped (a GPU error here ends the run).
+    #[expect(clippy::too_many_arguments, reason = "one call per step with everything it needs")]
+    pub fn after_step(
+        &self,
+        ctx: &GpuContext,
+        strategy: &Strategy,
+        step: u32,
+        scene_extent: f32,
+        max_splats: u32,
+        seed: u64,
+        state: TrainState,
+        owner: Owner,
+    ) -> Result<(TrainState, Option<RefineStats>), GpuError> {
+        match strategy {
+            Strategy::Default(config) => {
+                let mut state = state;
+                let mut stats = None;
+                if config.refines_at(step) {
+                    let (refined, refine_stats) =
+                        self.refine(ctx, state, step, true, owner, |old| {
+                            let mut rng = SplitMix64::for_step(seed, step);
+                            plan::plan_default(
+                                config,
+                                step,
+                                scene_extent,
+                                max_splats,
+                                old,
+                                &mut rng,
+                            )
+                        })?;
+                    state = refined;
+                    stats = Some(refine_stats);
+                }
+                if config.resets_opacity_at(step) {
+                    self.reset_opacity(ctx, &state, config.opacity_reset_value, owner)?;
+                    let stats = stats.get_or_insert(RefineStats {
+                        count: state.splats.count,
+                        ..Default::default()
+                    });
+                    stats.opacity_reset = true;
+                }
+                Ok((state, stats))
+            }
+            Strategy::Mcmc(config) => {
+                if !config.refines_at(step) {
+                    return Ok((state, None));
+                }
+                let (state, stats) = self.refine(ctx, state, step, false, owner, |old| {
+                    let mut rng = SplitMix64::for_step(seed, step);
+                    plan::plan_mcmc(config, config.cap.min(max_splats), old, &mut rng)
+                })?;
+                Ok((state, Some(stats)))
+            }
+        }
+    }
+
+    /// One refinement: read back (with the statistics if `statistics`), plan, apply.
+    fn refine(
+        &self,
+        ctx: &GpuContext,
+        state: TrainState,
+        step: u32,
+        statistics: bool,
+        owner: Owner,
+        decide: impl FnOnce(&Readback) -> Plan,
+    ) -> Result<(TrainState, RefineStats), GpuError> {
+        let started = Instant::now();
+        let old = read_back(ctx, &state.splats, statistics.then_some(&state.grads))?;
+        let read = Instant::now();
+        let plan = decide(&old);
+        let planned = Instant::now();
+        let state = self.apply(ctx, state, &plan, owner)?;
+        log::debug!(
+            "step {step}: {:?}; read back {:?}, planned {:?}, gather submitted {:?}",
+            plan.stats,
+            read.duration_since(started),
+            planned.duration_since(read),
+            planned.elapsed(),
+        );
+        Ok((state, plan.stats))
+    }
+
+    /// MCMC: adds the gradients of `opacity_reg · mean(sigmoid(o)) + scale_reg · mean(exp(s))`
+    /// (3DGS-MCMC equation 8, as gsplat's `simple_trainer` adds them to the loss) to
+    /// `state.grads`. Record it after the rasterizer's backward and before Adam, in the same
+    /// or a later submit.
+    pub fn mcmc_regularize(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        config: &McmcConfig,
+        state: &TrainState,
+        owner: Owner,
+    ) -> Result<(), GpuError> {
+        let n = state.splats.count;
+        if n == 0 || (config.opacity_reg == 0.0 && config.scale_reg == 0.0) {
+            return Ok(());
+        }
+        self.kernels.encode_regularize(
+            ctx,
+            encoder,
+            n,
+            [config.opacity_reg / n as f32, config.scale_reg / (3.0 * n as f32)],
+            [&state.splats.opacities, &state.splats.log_scales],
+            [&state.grads.v_opacities, &state.grads.v_log_scales],
+            owner,
+        )
+    }
+
+    /// MCMC: the position noise of 3DGS-MCMC equation 11 (gsplat's
+    /// `inject_noise_to_position`): `μ += Σ · z · gate(opacity) · lr_means · noise_lr` with
+    /// `z ~ N(0, I)` and `gate(o) = sigmoid(`[`NOISE_GATE_SHARPNESS`]` · ((1 − o) −
+    /// `[`NOISE_GATE_CENTER`]`))`. Record it after Adam's step and after
+    /// [`Densifier::after_step`] of the same step (gsplat's order), with `lr_means` the
+    /// means' learning rate of this step. The noise is a function of `(seed, step, splat
+    /// index)`.
+    #[expect(clippy::too_many_arguments, reason = "one call per step with its inputs")]
+    pub fn mcmc_noise(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        config: &McmcConfig,
+        state: &TrainState,
+        lr_means: f32,
+        step: u32,
+        seed: u64,
+        owner: Owner,
+    ) -> Result<(), GpuError> {
+        let n = state.splats.count;
+        let scaler = lr_means * config.noise_lr;
+        if n == 0 || scaler == 0.0 {
+            return Ok(());
+        }
+        let step_seed = SplitMix64::for_step(seed ^ NOISE_STREAM, step).next_u32();
+        let s = &state.splats;
+        self.kernels.encode_noise(
+            ctx,
+            encoder,
+            n,
+            step_seed,
+            scaler,
+            [NOISE_GATE_SHARPNESS, NOISE_GATE_CENTER],
+            [&s.means, &s.quats, &s.log_scales, &s.opacities],
+            owner,
+        )
+    }
+
+    /// 3DGS's `reset_opacity`: opacity ← min(opacity, `value`), and the opacity moments
+    /// zeroed (`replace_tensor_to_optimizer`). In place.
+    fn reset_opacity(
+        &self,
+        ctx: &GpuContext,
+        state: &TrainState,
+        value: f32,
+        owner: Owner,
+    ) -> Result<(), GpuError> {
+        ctx.checked("opacity reset", || {
+            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("opacity reset"),
+            });
+            self.kernels.encode_opacity_reset(
+                ctx,
+                &mut encoder,
+                &state.splats.opacities,
+                state.splats.count,
+                logit(value),
+                owner,
+            )?;
+            encoder.clear_buffer(&state.adam.opacities.m, 0, None);
+            encoder.clear_buffer(&state.adam.opacities.v, 0, None);
+            ctx.queue.submit([encoder.finish()]);
+            Ok(())
+        })
+    }
+
+    /// Carries out a plan: new buffers gathered from the old ones (or, for a plan that
+    /// changes nothing, the old buffers with the statistics cleared).
+    fn apply(
+        &self,
+        ctx: &GpuContext,
+        old: TrainState,
+        plan: &Plan,
+        owner: Owner,
+    ) -> Result<TrainState, GpuError> {
+        if plan.is_identity(old.splats.count as usize) {
+            ctx.checked("clear densification statistics", || {
+                let mut encoder =
+                    ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("clear densification statistics"),
+                    });
+                encoder.clear_buffer(&old.grads.densify, 0, None);
+                ctx.queue.submit([encoder.finish()]);
+                Ok(())
+            })?;
+            return Ok(old);
+        }
+        let count = u32::try_from(plan.entries.len()).map_err(|_| too_many(u32::MAX))?;
+        let splats = allocate_splats(ctx, count, old.splats.sh_degree, owner)?;
+        let new = TrainState::new(ctx, splats, owner)?;
+
+        let plan_bytes: &[u8] = if plan.entries.is_empty() {
+            &[0; size_of::<plan::PlanEntry>()]
+        } else {
+            bytemuck::cast_slice(&plan.entries)
+        };
+        let plan_buffer = ctx.create_buffer_init(
+            "densify plan",
+            plan_bytes,
+            wgpu::BufferUsages::STORAGE,
+            Category::Other,
+            owner,
+        )?;
+
+        let old_params = param_buffers(&old.splats);
+        let new_params = param_buffers(&new.splats);
+        let old_moments = old.adam.moments();
+        let new_moments = new.adam.moments();
+        let mut slots = vec![0_u8; UNIFORM_SLOT as usize * (PARAM_BUFFERS + 1)];
+        let mut jobs = Vec::with_capacity(PARAM_BUFFERS);
+        for b in 0..PARAM_BUFFERS {
+            let floats = floats_per_splat(b, old.splats.sh_degree);
+            if floats == 0 || count == 0 {
+                continue;
+            }
+            let role = match b {
+                1 => Role::LogScale,
+                3 => Role::Opacity,
+                _ => Role::Plain,
+            };
+            let uniform = GatherUniform {
+                elements: count.checked_mul(floats).ok_or_else(|| too_many(count))?,
+                floats_per_splat: floats,
+                role: role as u32,
+                out_count: count,
+            };
+            let at = jobs.len() * UNIFORM_SLOT as usize;
+            slots[at..at + size_of::<GatherUniform>()]
+                .copy_from_slice(bytemuck::bytes_of(&uniform));
+            jobs.push(GatherJob {
+                old: [old_params[b], &old_moments[b].m, &old_moments[b].v],
+                new: [new_params[b], &new_moments[b].m, &new_moments[b].v],
+                uniform,
+            });
+        }
+        let split =
+            GatherUniform { elements: count, floats_per_splat: 0, role: 0, out_count: count };
+        let at = SPLIT_SLOT as usize * UNIFORM_SLOT as usize;
+        slots[at..at + size_of::<GatherUniform>()].copy_from_slice(bytemuck::bytes_of(&split));
+        let uniforms = ctx.create_buffer_init(
+            "densify uniforms",
+            &slots,
+            wgpu::BufferUsages::UNIFORM,
+            Category::Other,
+            owner,
+        )?;
+
+        ctx.checked("densify gather", || {
+            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("densify gather"),
+            });
+            self.kernels.encode_gather(ctx, &mut encoder, &plan_buffer, &uniforms, &jobs);
+            if plan.has_splits() {
+                self.kernels.encode_split(
+                    ctx,
+                    &mut encoder,
+                    &plan_buffer,
+                    &uniforms,
+                    SPLIT_SLOT,
+                    count,
+                    &old.splats.quats,
+                    &old.splats.log_scales,
+                    &new.splats.means,
+                );
+            }
+            ctx.queue.submit([encoder.finish()]);
+            Ok(())
+        })?;
+        Ok(new)
+    }
+}
+
+/// Mixed into the seed of the position noise, so it draws other numbers than refinements.
+const NOISE_STREAM: u64 = 0x6E6F_6973_6521;
+
+/// Reads back what the decisions need: opacity logits, log-scales and (with `grads`) the
+/// densification statistics. Blocks.
+fn read_back(
+    ctx: &GpuContext,
+    splats: &GpuSplats,
+    grads: Option<&SplatGradients>,
+) -> Result<Readback, GpuError> {
+    let n = splats.count as usize;
+    Ok(Readback {
+        opacity_logits: read_f32(ctx, &splats.opacities, n)?,
+        log_scales: read_f32(ctx, &splats.log_scales, 3 * n)?,
+        densify: match grads {
+            Some(grads) => {
+                read_f32(ctx, &grads.densify, n * splat_render::kernels::DENSIFY_FLOATS as usize)?
+            }
+            None => Vec::new(),
+        },
+    })
+}

@@ -1,0 +1,32 @@
+// The refinement plan, shared by gather.wgsl and split.wgsl. Keep in sync with plan.rs.
+
+// One output splat. Keep in sync with `PlanEntry` in plan.rs (32 bytes).
+struct PlanEntry {
+    source: u32,          // index of the old splat it is gathered from
+    flags: u32,           // FLAG_* bits
+    seed: u32,            // random seed of a split child's offset
+    opacity: f32,         // new opacity logit (FLAG_SET_OPACITY)
+    log_scale: array<f32, 3>, // new log-scales (FLAG_SET_LOG_SCALE)
+    _pad: u32,
+}
+
+const FLAG_ZERO_MOMENTS: u32 = 1u;
+const FLAG_SET_OPACITY: u32 = 2u;
+const FLAG_SET_LOG_SCALE: u32 = 4u;
+const FLAG_SPLIT: u32 = 8u;
+
+// Which parameter a gather dispatch moves. Keep in sync with `Role` in kernels.rs.
+const ROLE_PLAIN: u32 = 0u;
+const ROLE_OPACITY: u32 = 1u;
+const ROLE_LOG_SCALE: u32 = 2u;
+
+// Per-dispatch parameters. Keep in sync with `GatherUniform` in kernels.rs (16 bytes).
+struct GatherUniform {
+    elements: u32,         // output floats of this buffer: out_count · floats_per_splat
+    floats_per_splat: u32,
+    role: u32,
+    out_count: u32,        // output splats
+}
+
+@group(0) @binding(0) var<uniform> gu: GatherUniform;
+@group(0) @binding(1) var<storage, read> plan: array<PlanEntry>;

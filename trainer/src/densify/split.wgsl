@@ -1,0 +1,28 @@
+// Positions of 3DGS split children (densify_and_split): the gather copied the parent's mean;
+// this adds R · diag(parent scale) · z with z ~ N(0, I) drawn from the child's seed, i.e. a
+// sample of N(parent mean, parent covariance). One thread per output splat.
+
+@group(0) @binding(2) var<storage, read> old_quats: array<f32>;
+@group(0) @binding(3) var<storage, read> old_log_scales: array<f32>;
+@group(0) @binding(4) var<storage, read_write> new_means: array<f32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+        @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = (gid.x + gid.y * groups.x) * 256u + lid;
+    if i >= gu.out_count {
+        return;
+    }
+    if (plan[i].flags & FLAG_SPLIT) == 0u {
+        return;
+    }
+    let s = plan[i].source;
+    let q = vec4<f32>(old_quats[4u * s], old_quats[4u * s + 1u], old_quats[4u * s + 2u],
+                      old_quats[4u * s + 3u]);
+    let scale = exp(vec3<f32>(old_log_scales[3u * s], old_log_scales[3u * s + 1u],
+                              old_log_scales[3u * s + 2u]));
+    let offset = rotation(q) * (scale * normal3(plan[i].seed));
+    new_means[3u * i] += offset.x;
+    new_means[3u * i + 1u] += offset.y;
+    new_means[3u * i + 2u] += offset.z;
+}

@@ -1,0 +1,243 @@
+// The 3DGS image loss, 0.8·L1 + 0.2·(1 − SSIM), and its gradient (see loss/mod.rs).
+//
+// Prepended by loss/mod.rs: TILE, RADIUS, WINDOW, C1, C2 and GAUSSIAN (the normalised 1D
+// window). Keep the bindings and `LossParams` in sync with mod.rs.
+//
+// Both kernels work on TILE×TILE pixel tiles, one invocation per pixel. A tile and its halo of
+// RADIUS pixels go into workgroup memory (zero outside the image: "same" padding), are blurred
+// horizontally into (TILE + 2·RADIUS) rows × TILE columns, then vertically into TILE × TILE.
+// Channels are done one after another so the workgroup memory stays under 16 KiB.
+//
+// SSIM per pixel and channel, with the blurred moments μx, μy, P = E[xy], Q = E[(x − y)²]:
+//   a1 = 2μxμy + C1          b1 = a1 + d1,  d1 = (μx − μy)²          (= μx² + μy² + C1)
+//   a2 = 2(P − μxμy) + C2    b2 = a2 + d2,  d2 = Q − d1              (= σx² + σy² + C2)
+//   S  = a1·a2 / (b1·b2),    1 − S = (b1·d2 + a2·d1) / (b1·b2)
+// which is the usual formula, arranged so that identical images give d1 = d2 = 0 and so
+// 1 − S = 0 and a zero gradient exactly, whatever the compiler fuses into FMAs, and so that
+// σx² + σy² − 2σxy (= d2) comes from (x − y)² directly, not from differences of large moments.
+
+struct LossParams {
+    width: u32,
+    height: u32,
+    // 1: write the derivative maps for `ssim_backward`.
+    write_maps: u32,
+    _pad0: u32,
+    // dL/d|x − y| per element: w_l1 / (3·W·H).
+    l1_scale: f32,
+    // dL/dS per element: −w_ssim / (3·W·H).
+    ssim_scale: f32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: LossParams;
+// [H·W] rgb + alpha of the render, row-major.
+@group(0) @binding(1) var<storage, read> rendered: array<vec4<f32>>;
+// [H·W] ground truth, RGBA8 packed (r in the low byte); alpha ignored.
+@group(0) @binding(2) var<storage, read> ground_truth: array<u32>;
+// [3 channels, 3 maps, H·W]: ∂S/∂μx, ∂S/∂P, ∂S/∂Q of channel c at (3c + k)·H·W + pixel.
+@group(0) @binding(3) var<storage, read_write> maps: array<f32>;
+// [tiles] per-tile sums: (Σ(1 − S), Σ|x − y|, Σ(x − y)², 0) over pixels and channels.
+@group(0) @binding(4) var<storage, read_write> partials: array<vec4<f32>>;
+// [H·W] dL/d(rgb, alpha) of the render; alpha's is 0.
+@group(0) @binding(5) var<storage, read_write> v_image: array<vec4<f32>>;
+
+const SPAN: u32 = TILE + 2u * RADIUS;     // a tile and its halo, per side
+const TILE_PIXELS: u32 = TILE * TILE;     // = invocations per workgroup
+const SPAN_PIXELS: u32 = SPAN * SPAN;     // the tile with its halo
+const ROW_PIXELS: u32 = SPAN * TILE;      // after the horizontal pass: SPAN rows × TILE columns
+
+/// Channel `c` of ground-truth pixel `i`, in 0..1.
+fn ground_truth_channel(i: u32, c: u32) -> f32 {
+    return f32((ground_truth[i] >> (8u * c)) & 0xffu) / 255.0;
+}
+
+/// Image pixel of entry `k` of a SPAN×SPAN tile whose first pixel is `origin`, or -1 where
+/// it falls outside the image.
+fn halo_pixel(origin: vec2<u32>, k: u32) -> i32 {
+    let x = i32(origin.x + k % SPAN) - i32(RADIUS);
+    let y = i32(origin.y + k / SPAN) - i32(RADIUS);
+    if x < 0 || y < 0 || x >= i32(params.width) || y >= i32(params.height) {
+        return -1;
+    }
+    return y * i32(params.width) + x;
+}
+
+// ---- forward: SSIM, L1 and squared error per tile; derivative maps for the backward -------
+
+var<workgroup> fwd_xy: array<vec2<f32>, SPAN_PIXELS>;   // (x, y) of one channel
+// Horizontal blur of (x, y, xy, (x − y)²); reused for the reduction at the end.
+var<workgroup> fwd_rows: array<vec4<f32>, ROW_PIXELS>;
+
+@compute @workgroup_size(TILE, TILE)
+fn ssim_forward(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_id) local: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let origin = wid.xy * TILE;
+    let pixel = origin + local.xy;
+    let inside = pixel.x < params.width && pixel.y < params.height;
+    let i = pixel.y * params.width + pixel.x;
+    let n = params.width * params.height;
+    // (Σ(1 − S), Σ|x − y|, Σ(x − y)²) over this pixel's channels.
+    var sums = vec3<f32>(0.0);
+
+    for (var c = 0u; c < 3u; c++) {
+        // The tile and its halo.
+        for (var k = lid; k < SPAN_PIXELS; k += TILE_PIXELS) {
+            let j = halo_pixel(origin, k);
+            var xy = vec2<f32>(0.0);
+            if j >= 0 {
+                xy = vec2<f32>(rendered[j][c], ground_truth_channel(u32(j), c));
+            }
+            fwd_xy[k] = xy;
+        }
+        workgroupBarrier();
+        // This pixel's own (x, y), read now: the next channel's load may overwrite `fwd_xy`
+        // as soon as everyone is past the next barrier.
+        let centre = fwd_xy[(local.y + RADIUS) * SPAN + local.x + RADIUS];
+
+        // Horizontal pass: SPAN rows × TILE columns.
+        for (var k = lid; k < ROW_PIXELS; k += TILE_PIXELS) {
+            let first = (k / TILE) * SPAN + k % TILE;
+            var acc = vec4<f32>(0.0);
+            for (var t = 0u; t < WINDOW; t++) {
+                let xy = fwd_xy[first + t];
+                let d = xy.x - xy.y;
+                acc += GAUSSIAN[t] * vec4<f32>(xy.x, xy.y, xy.x * xy.y, d * d);
+            }
+            fwd_rows[k] = acc;
+        }
+        workgroupBarrier();
+
+        // Vertical pass: this invocation's pixel. (The next channel's first barrier keeps
+        // its horizontal pass from overwriting `fwd_rows` before everyone has read it.)
+        var m = vec4<f32>(0.0);
+        for (var t = 0u; t < WINDOW; t++) {
+            m += GAUSSIAN[t] * fwd_rows[(local.y + t) * TILE + local.x];
+        }
+        let mu_x = m.x;
+        let mu_y = m.y;
+        let d1 = (mu_x - mu_y) * (mu_x - mu_y);
+        let d2 = m.w - d1;
+        let a1 = 2.0 * mu_x * mu_y + C1;
+        let a2 = 2.0 * (m.z - mu_x * mu_y) + C2;
+        let b1 = a1 + d1;
+        let b2 = a2 + d2;
+        let denominator = b1 * b2;
+        let dissimilarity = (b1 * d2 + a2 * d1) / denominator;   // 1 − S
+
+        if inside {
+            let d = centre.x - centre.y;
+            sums += vec3<f32>(dissimilarity, abs(d), d * d);
+            if params.write_maps != 0u {
+                // ∂S/∂μx = 2/(b1·b2)·[μy(a2 − a1) − μx·S·(b2 − b1)], with S = 1 − (1 − S) and
+                // b2 − b1 = (a2 − a1) + (d2 − d1), so that every term is exactly 0 when x = y.
+                let d_mu = 2.0 / denominator * ((mu_y - mu_x) * (a2 - a1) - mu_x * (d2 - d1)
+                    + mu_x * dissimilarity * (b2 - b1));
+                // ∂S/∂P = 2·a1·(b2 − a2)/(b1·b2²);  ∂S/∂Q = −S/b2 = −a1·a2/(b1·b2²).
+                let d_p = 2.0 * a1 * d2 / (denominator * b2);
+                let d_q = -a1 * a2 / (denominator * b2);
+                let base = 3u * c * n + i;
+                maps[base] = d_mu;
+                maps[base + n] = d_p;
+                maps[base + 2u * n] = d_q;
+            }
+        }
+    }
+
+    // Sum the tile's pixels: a tree over workgroup memory (everyone is done with `fwd_rows`
+    // after this barrier).
+    workgroupBarrier();
+    fwd_rows[lid] = vec4<f32>(sums, 0.0);
+    workgroupBarrier();
+    for (var stride = TILE_PIXELS / 2u; stride > 0u; stride >>= 1u) {
+        if lid < stride {
+            fwd_rows[lid] += fwd_rows[lid + stride];
+        }
+        workgroupBarrier();
+    }
+    if lid == 0u {
+        partials[wid.x + wid.y * groups.x] = fwd_rows[0];
+    }
+}
+
+// ---- backward: dL/d(render) ---------------------------------------------------------------
+//
+// Each map is S's derivative with respect to a blurred quantity at the pixel q; a render
+// value x_p enters μx, P and Q of every q within the window with weight w(q − p), through
+// ∂μx/∂x = 1, ∂P/∂x = y, ∂Q/∂x = 2(x − y). The window is symmetric and zero-padded, so its
+// adjoint is the same blur:
+//   Σ_q ∂S_q/∂x_p = blur(∂S/∂μx) + y·blur(∂S/∂P) + 2(x − y)·blur(∂S/∂Q).
+
+// The three maps of one channel over the tile and its halo; the horizontal pass then writes
+// its SPAN rows × TILE columns over the first ROW_PIXELS entries.
+var<workgroup> bwd_maps: array<vec4<f32>, SPAN_PIXELS>;
+
+@compute @workgroup_size(TILE, TILE)
+fn ssim_backward(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) local: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let origin = wid.xy * TILE;
+    let pixel = origin + local.xy;
+    let inside = pixel.x < params.width && pixel.y < params.height;
+    let i = pixel.y * params.width + pixel.x;
+    let n = params.width * params.height;
+    var grad = vec4<f32>(0.0);
+
+    for (var c = 0u; c < 3u; c++) {
+        for (var k = lid; k < SPAN_PIXELS; k += TILE_PIXELS) {
+            let j = halo_pixel(origin, k);
+            var v = vec4<f32>(0.0);
+            if j >= 0 {
+                let base = 3u * c * n + u32(j);
+                v = vec4<f32>(maps[base], maps[base + n], maps[base + 2u * n], 0.0);
+            }
+            bwd_maps[k] = v;
+        }
+        workgroupBarrier();
+
+        // Horizontal pass into registers (at most two entries per invocation: ROW_PIXELS is
+        // less than 2·TILE_PIXELS), then, once everyone has read, over the same memory.
+        var rows: array<vec4<f32>, 2>;
+        for (var r = 0u; r < 2u; r++) {
+            let k = lid + r * TILE_PIXELS;
+            if k < ROW_PIXELS {
+                let first = (k / TILE) * SPAN + k % TILE;
+                var acc = vec4<f32>(0.0);
+                for (var t = 0u; t < WINDOW; t++) {
+                    acc += GAUSSIAN[t] * bwd_maps[first + t];
+                }
+                rows[r] = acc;
+            }
+        }
+        workgroupBarrier();
+        for (var r = 0u; r < 2u; r++) {
+            let k = lid + r * TILE_PIXELS;
+            if k < ROW_PIXELS {
+                bwd_maps[k] = rows[r];
+            }
+        }
+        workgroupBarrier();
+
+        var blurred = vec4<f32>(0.0);
+        for (var t = 0u; t < WINDOW; t++) {
+            blurred += GAUSSIAN[t] * bwd_maps[(local.y + t) * TILE + local.x];
+        }
+        if inside {
+            let x = rendered[i][c];
+            let y = ground_truth_channel(i, c);
+            let d_ssim = blurred.x + y * blurred.y + 2.0 * (x - y) * blurred.z;
+            grad[c] = params.l1_scale * sign(x - y) + params.ssim_scale * d_ssim;
+        }
+        // Everyone has read the vertical pass's input before the next channel loads.
+        workgroupBarrier();
+    }
+    if inside {
+        v_image[i] = grad;
+    }
+}
