@@ -13,7 +13,7 @@ struct IntersectUniform {
     tiles_y: u32,
 }
 
-@group(0) @binding(0) var<uniform> iu: IntersectUniform;
+@group(0) @binding(0) var<storage, read> iu: IntersectUniform;
 @group(0) @binding(1) var<storage, read> projected: array<Projected>;     // [N]
 @group(0) @binding(2) var<storage, read> tiles_touched: array<u32>;       // [N]
 @group(0) @binding(3) var<storage, read> depth_order: array<u32>;         // [N] splat ids by depth

@@ -9,7 +9,7 @@ struct RasterUniform {
     background: vec4<f32>,
 }
 
-@group(0) @binding(0) var<uniform> ru: RasterUniform;
+@group(0) @binding(0) var<storage, read> ru: RasterUniform;
 @group(0) @binding(1) var<storage, read> projected: array<Projected>;   // [N]
 @group(0) @binding(2) var<storage, read> isect_splats: array<u32>;     // [M] tile-sorted
 @group(0) @binding(3) var<storage, read> ranges: array<vec2<u32>>;     // [tiles]

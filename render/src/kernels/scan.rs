@@ -59,7 +59,7 @@ struct ScanParams {
 const _: () = assert!(size_of::<ScanParams>() == 16);
 
 /// Bytes between parameter slots: a multiple of every device's
-/// `min_uniform_buffer_offset_alignment` (at most 256 by the WebGPU spec).
+/// `min_storage_buffer_offset_alignment` (at most 256 by the WebGPU spec).
 pub(crate) const PARAM_STRIDE: u64 = 256;
 
 /// Why a scan or sort could not be encoded. Nothing was recorded when one is returned.
@@ -247,7 +247,7 @@ pub(crate) fn dynamic_uniform_entry(binding: u32, size: u64) -> wgpu::BindGroupL
         binding,
         visibility: wgpu::ShaderStages::COMPUTE,
         ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Uniform,
+            ty: wgpu::BufferBindingType::Storage { read_only: true },
             has_dynamic_offset: true,
             min_binding_size: NonZeroU64::new(size),
         },
@@ -421,7 +421,7 @@ impl PrefixScan {
         let params = ctx.create_buffer(
             "scan parameters",
             u64::from(param_slots) * PARAM_STRIDE,
-            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             Category::Other,
             owner,
         )?;

@@ -35,7 +35,7 @@ struct ScanParams {
     flags: u32,
 }
 
-@group(0) @binding(0) var<uniform> params: ScanParams;
+@group(0) @binding(0) var<storage, read> params: ScanParams;
 @group(0) @binding(1) var<storage, read> input: array<u32>;
 @group(0) @binding(2) var<storage, read_write> output: array<u32>;
 @group(0) @binding(3) var<storage, read_write> block_sums: array<u32>;

@@ -231,7 +231,7 @@ impl RadixSort {
             params: ctx.create_buffer(
                 "radix sort parameters",
                 u64::from(MAX_PASSES) * PARAM_STRIDE,
-                wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
                 Category::Other,
                 owner,
             )?,

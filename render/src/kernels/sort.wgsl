@@ -37,7 +37,7 @@ struct SortParams {
     block_count: u32,
 }
 
-@group(0) @binding(0) var<uniform> params: SortParams;
+@group(0) @binding(0) var<storage, read> params: SortParams;
 @group(0) @binding(1) var<storage, read> keys_in: array<u32>;
 @group(0) @binding(2) var<storage, read> values_in: array<u32>;
 @group(0) @binding(3) var<storage, read_write> histogram: array<u32>;

@@ -1,7 +1,7 @@
 // The splat parameter buffers (flat f32 arrays, no vec3 padding) and how to read them.
 // Included by the projection kernels after common.wgsl. Bindings 0..=8 of group 0.
 
-@group(0) @binding(0) var<uniform> u: RenderUniform;
+@group(0) @binding(0) var<storage, read> u: RenderUniform;
 @group(0) @binding(1) var<storage, read> means: array<f32>;        // [N, 3]
 @group(0) @binding(2) var<storage, read> log_scales: array<f32>;   // [N, 3]
 @group(0) @binding(3) var<storage, read> quats: array<f32>;        // [N, 4] w, x, y, z raw

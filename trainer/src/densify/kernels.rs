@@ -186,7 +186,7 @@ fn uniform_buffer<T: Pod>(
     ctx.create_buffer_init(
         label,
         bytemuck::bytes_of(value),
-        wgpu::BufferUsages::UNIFORM,
+        wgpu::BufferUsages::STORAGE,
         Category::Other,
         owner,
     )

@@ -18,7 +18,7 @@ struct NoiseUniform {
     _pad2: u32,
 }
 
-@group(0) @binding(0) var<uniform> nu: NoiseUniform;
+@group(0) @binding(0) var<storage, read> nu: NoiseUniform;
 @group(0) @binding(1) var<storage, read_write> means: array<f32>;
 @group(0) @binding(2) var<storage, read> quats: array<f32>;
 @group(0) @binding(3) var<storage, read> log_scales: array<f32>;

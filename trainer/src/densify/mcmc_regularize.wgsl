@@ -12,7 +12,7 @@ struct RegularizeUniform {
     _pad: u32,
 }
 
-@group(0) @binding(0) var<uniform> ru: RegularizeUniform;
+@group(0) @binding(0) var<storage, read> ru: RegularizeUniform;
 @group(0) @binding(1) var<storage, read> opacities: array<f32>;
 @group(0) @binding(2) var<storage, read> log_scales: array<f32>;
 @group(0) @binding(3) var<storage, read_write> v_opacities: array<f32>;

@@ -566,7 +566,7 @@ impl Densifier {
         let uniforms = ctx.create_buffer_init(
             "densify uniforms",
             &slots,
-            wgpu::BufferUsages::UNIFORM,
+            wgpu::BufferUsages::STORAGE,
             Category::Other,
             owner,
         )?;

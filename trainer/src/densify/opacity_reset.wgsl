@@ -9,7 +9,7 @@ struct ResetUniform {
     _pad1: u32,
 }
 
-@group(0) @binding(0) var<uniform> ru: ResetUniform;
+@group(0) @binding(0) var<storage, read> ru: ResetUniform;
 @group(0) @binding(1) var<storage, read_write> opacities: array<f32>;
 
 @compute @workgroup_size(256)

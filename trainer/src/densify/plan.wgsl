@@ -28,5 +28,5 @@ struct GatherUniform {
     out_count: u32,        // output splats
 }
 
-@group(0) @binding(0) var<uniform> gu: GatherUniform;
+@group(0) @binding(0) var<storage, read> gu: GatherUniform;
 @group(0) @binding(1) var<storage, read> plan: array<PlanEntry>;

@@ -30,7 +30,7 @@ struct LossParams {
     _pad2: u32,
 }
 
-@group(0) @binding(0) var<uniform> params: LossParams;
+@group(0) @binding(0) var<storage, read> params: LossParams;
 // [H·W] rgb + alpha of the render, row-major.
 @group(0) @binding(1) var<storage, read> rendered: array<vec4<f32>>;
 // [H·W] ground truth, RGBA8 packed (r in the low byte); alpha ignored.

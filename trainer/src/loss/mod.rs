@@ -250,7 +250,7 @@ impl LossScratch {
             params: ctx.create_buffer(
                 "loss params",
                 size_of::<LossParams>() as u64,
-                wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
                 Category::Other,
                 owner,
             )?,
@@ -345,7 +345,7 @@ impl ImageLoss {
             binding: binding::PARAMS,
             visibility: wgpu::ShaderStages::COMPUTE,
             ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Uniform,
+                ty: wgpu::BufferBindingType::Storage { read_only: true },
                 has_dynamic_offset: false,
                 min_binding_size: wgpu::BufferSize::new(size_of::<LossParams>() as u64),
             },

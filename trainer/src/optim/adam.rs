@@ -99,7 +99,7 @@ impl AdamState {
             uniforms: ctx.create_buffer(
                 "adam uniforms",
                 SLOT * BUFFERS as u64,
-                wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
                 Category::Other,
                 owner,
             )?,
@@ -144,7 +144,7 @@ impl Adam {
                 binding: 0,
                 visibility: wgpu::ShaderStages::COMPUTE,
                 ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
+                    ty: wgpu::BufferBindingType::Storage { read_only: true },
                     has_dynamic_offset: true,
                     min_binding_size: wgpu::BufferSize::new(size_of::<AdamUniform>() as u64),
                 },

@@ -13,7 +13,7 @@ struct AdamUniform {
     _pad2: u32,
 }
 
-@group(0) @binding(0) var<uniform> au: AdamUniform;
+@group(0) @binding(0) var<storage, read> au: AdamUniform;
 @group(0) @binding(1) var<storage, read_write> params: array<f32>;
 @group(0) @binding(2) var<storage, read> grads: array<f32>;
 @group(0) @binding(3) var<storage, read_write> m: array<f32>;
