@@ -9,15 +9,16 @@
 use std::sync::Arc;
 
 use splat_formats::Splats;
+use splat_render::gpu_splats::read_f32;
 use splat_render::{
     Camera, Category, FrameScratch, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner,
-    RenderSettings, Renderer, SplatGradients, wgpu,
+    RenderSettings, Renderer, wgpu,
 };
 
 use crate::dataset::{Dataset, View};
 use crate::densify::{Densifier, RefineStats, Strategy, TrainState};
 use crate::loss::{ImageLoss, ImageMetrics, LossScratch, LossWeights};
-use crate::optim::{Adam, AdamState, ParamGroup};
+use crate::optim::{Adam, ParamGroup};
 
 /// The 3DGS learning rates (gaussian-splatting's `OptimizationParams`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -69,7 +70,7 @@ impl LearningRates {
 }
 
 /// Everything that decides a run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TrainConfig {
     pub steps: u32,
     /// Largest SH degree; the active degree rises by one every `sh_degree_interval` steps.
@@ -110,6 +111,65 @@ pub struct EvalStats {
     pub views: usize,
 }
 
+/// The optimizer side of a run, on the host: what a paused run moves off the GPU and what a
+/// checkpoint stores besides the splats.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostOptimizerState {
+    /// Adam's first and second moments per parameter buffer, in the GPU layout and order
+    /// (means, log-scales, quats, opacities, SH bands 0..=3; see `AdamState::moments`).
+    pub moments: Vec<(Vec<f32>, Vec<f32>)>,
+    /// Densification statistics `[N, 3]` (NDC gradient norm sum, visible count, radius).
+    pub densify: Vec<f32>,
+}
+
+/// Everything a run needs to continue as if it had never stopped.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSnapshot {
+    pub splats: Splats,
+    pub optimizer: HostOptimizerState,
+    /// Steps taken so far.
+    pub step: u32,
+    /// The view-order PRNG state and the current epoch's order.
+    pub rng: u64,
+    pub order: Vec<u32>,
+    pub config: TrainConfig,
+}
+
+/// GPU buffers a step needs besides the parameters, gradients and moments: all dropped while
+/// a run is paused.
+struct StepScratch {
+    frame: FrameScratch,
+    loss: LossScratch,
+    v_image: GpuBuffer,
+    /// Two ground-truth buffers: one for this step, one being filled for the next.
+    targets: [GpuBuffer; 2],
+}
+
+impl StepScratch {
+    fn new(ctx: &GpuContext, renderer: &Renderer, loss: &ImageLoss, dataset: &Dataset, owner: Owner) -> Result<Self, GpuError> {
+        let (width, height) = largest_image(dataset);
+        let pixels = u64::from(width) * u64::from(height);
+        let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+        let target = |i: usize| {
+            ctx.create_buffer(&format!("target image {i}"), pixels * 4, storage, Category::DatasetImages, owner)
+        };
+        Ok(Self {
+            frame: FrameScratch::new(ctx, renderer, owner)?,
+            loss: loss.scratch(ctx, width, height, owner)?,
+            v_image: ctx.create_buffer("v_image", pixels * 16, storage, Category::RasterizerScratch, owner)?,
+            targets: [target(0)?, target(1)?],
+        })
+    }
+}
+
+/// Where a run's state lives.
+enum Run {
+    /// Everything on the GPU, ready to step.
+    Active(TrainState, StepScratch),
+    /// Only the splat parameters on the GPU (for the viewer); optimizer state on the host.
+    Paused(GpuSplats, HostOptimizerState),
+}
+
 /// A training run.
 pub struct Trainer {
     ctx: GpuContext,
@@ -121,12 +181,8 @@ pub struct Trainer {
     loss: ImageLoss,
     adam: Adam,
     densifier: Densifier,
-    state: Option<TrainState>,
-    frame: FrameScratch,
-    loss_scratch: LossScratch,
-    v_image: GpuBuffer,
-    /// Two ground-truth buffers: one for this step, one being filled for the next.
-    targets: [GpuBuffer; 2],
+    /// `None` only while a method moves the state between variants.
+    run: Option<Run>,
     step: u32,
     order: Vec<usize>,
     rng: u64,
@@ -137,6 +193,7 @@ impl std::fmt::Debug for Trainer {
         f.debug_struct("Trainer")
             .field("owner", &self.owner)
             .field("step", &self.step)
+            .field("paused", &self.is_paused())
             .finish_non_exhaustive()
     }
 }
@@ -161,6 +218,14 @@ fn largest_image(dataset: &Dataset) -> (u32, u32) {
     dataset.views().fold((1, 1), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)))
 }
 
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 impl Trainer {
     /// Uploads `init` and allocates everything the run needs. `init` must have the
     /// configured SH degree.
@@ -171,55 +236,52 @@ impl Trainer {
         config: TrainConfig,
         owner: Owner,
     ) -> Result<Self, GpuError> {
+        let snapshot = RunSnapshot {
+            splats: init.clone(),
+            optimizer: HostOptimizerState::default(),
+            step: 0,
+            rng: config.seed,
+            order: Vec::new(),
+            config,
+        };
+        Self::from_snapshot(ctx, dataset, snapshot, owner)
+    }
+
+    /// Continues a run from a snapshot (a checkpoint, or a fresh start with empty optimizer
+    /// state): the state after this equals the state saved, bit for bit.
+    pub fn from_snapshot(
+        ctx: &GpuContext,
+        dataset: Arc<Dataset>,
+        snapshot: RunSnapshot,
+        owner: Owner,
+    ) -> Result<Self, GpuError> {
         if dataset.train.is_empty() {
-            return Err(GpuError::Validation {
-                label: "train".into(),
-                message: "the dataset has no training views".into(),
-            });
+            return Err(GpuError::Validation { label: "train".into(), message: "the dataset has no training views".into() });
         }
-        let splats = GpuSplats::upload(ctx, init, owner)?;
-        let grads = SplatGradients::new(ctx, &splats, owner)?;
-        let adam = AdamState::new(ctx, &splats, owner)?;
+        let splats = GpuSplats::upload(ctx, &snapshot.splats, owner)?;
         let renderer = Renderer::new(ctx);
         let loss = ImageLoss::new(ctx);
-        let (width, height) = largest_image(&dataset);
-        let pixels = u64::from(width) * u64::from(height);
-        let frame = FrameScratch::new(ctx, &renderer, owner)?;
-        let loss_scratch = loss.scratch(ctx, width, height, owner)?;
-        let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
-        let v_image =
-            ctx.create_buffer("v_image", pixels * 16, storage, Category::RasterizerScratch, owner)?;
-        let target = |i: usize| {
-            ctx.create_buffer(
-                &format!("target image {i}"),
-                pixels * 4,
-                storage,
-                Category::DatasetImages,
-                owner,
-            )
-        };
-        let targets = [target(0)?, target(1)?];
         let mut trainer = Self {
             ctx: ctx.clone(),
             owner,
             extent: scene_extent(&dataset),
-            rng: config.seed,
-            config,
+            rng: snapshot.rng,
+            config: snapshot.config,
             dataset,
             renderer,
             loss,
             adam: Adam::new(ctx),
             densifier: Densifier::new(ctx),
-            state: Some(TrainState { splats, grads, adam }),
-            frame,
-            loss_scratch,
-            v_image,
-            targets,
-            step: 0,
-            order: Vec::new(),
+            run: Some(Run::Paused(splats, snapshot.optimizer)),
+            step: snapshot.step,
+            order: snapshot.order.iter().map(|&i| i as usize).collect(),
         };
-        let first = trainer.view_for_step(0);
-        trainer.upload_target(0, first);
+        if trainer.order.len() != trainer.dataset.train.len() {
+            // A fresh run: draw the first epoch's order (this is what step 0 would do).
+            trainer.order.clear();
+            trainer.view_for_step(trainer.step);
+        }
+        trainer.resume()?;
         Ok(trainer)
     }
 
@@ -233,14 +295,38 @@ impl Trainer {
         &self.config
     }
 
+    /// Lets a run go on past its planned step count (or stop earlier).
+    pub fn set_planned_steps(&mut self, steps: u32) {
+        self.config.steps = steps;
+    }
+
     #[must_use]
     pub fn scene_extent(&self) -> f32 {
         self.extent
     }
 
     #[must_use]
+    pub fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    #[must_use]
+    pub fn is_paused(&self) -> bool {
+        matches!(self.run, Some(Run::Paused(..)))
+    }
+
+    /// The splat parameters on the GPU (active or paused), for a viewer on the same device.
+    #[must_use]
+    pub fn gpu_splats(&self) -> Option<&GpuSplats> {
+        match self.run.as_ref()? {
+            Run::Active(state, _) => Some(&state.splats),
+            Run::Paused(splats, _) => Some(splats),
+        }
+    }
+
+    #[must_use]
     pub fn splat_count(&self) -> u32 {
-        self.state.as_ref().map_or(0, |s| s.splats.count)
+        self.gpu_splats().map_or(0, |s| s.count)
     }
 
     /// Active SH degree at the current step.
@@ -250,20 +336,7 @@ impl Trainer {
     }
 
     fn settings(&self) -> RenderSettings {
-        RenderSettings {
-            background: self.config.background,
-            antialiased: false,
-            sh_degree: Some(self.active_sh_degree()),
-        }
-    }
-
-    fn next_random(&mut self) -> u64 {
-        // splitmix64
-        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        RenderSettings { background: self.config.background, antialiased: false, sh_degree: Some(self.active_sh_degree()) }
     }
 
     /// The training view of 0-based step `step`: epochs over a seeded shuffle of the views.
@@ -273,19 +346,79 @@ impl Trainer {
         if position == 0 || self.order.len() != n {
             self.order = (0..n).collect();
             for i in (1..n).rev() {
-                let j = (self.next_random() % (i as u64 + 1)) as usize;
+                let j = (splitmix(&mut self.rng) % (i as u64 + 1)) as usize;
                 self.order.swap(i, j);
             }
         }
         self.order[position]
     }
 
-    fn upload_target(&self, slot: usize, view: usize) {
-        let pixels = pack_rgba8(&self.dataset.train[view]);
-        self.ctx.queue.write_buffer(&self.targets[slot], 0, bytemuck::cast_slice(&pixels));
+    /// Moves the optimizer state (Adam moments, densification statistics) to host memory and
+    /// drops every GPU buffer but the splat parameters. Idempotent.
+    pub fn pause(&mut self) -> Result<(), GpuError> {
+        match self.run.take().ok_or_else(torn_down)? {
+            Run::Active(state, scratch) => match download_optimizer(&self.ctx, &state) {
+                Ok(host) => {
+                    drop(scratch);
+                    let TrainState { splats, grads, adam } = state;
+                    drop((grads, adam));
+                    self.run = Some(Run::Paused(splats, host));
+                    // Frees what was dropped now, not at the next submit.
+                    self.ctx.wait_idle()
+                }
+                Err(e) => {
+                    self.run = Some(Run::Active(state, scratch));
+                    Err(e)
+                }
+            },
+            paused @ Run::Paused(..) => {
+                self.run = Some(paused);
+                Ok(())
+            }
+        }
     }
 
-    /// Takes one optimisation step.
+    /// Brings a paused run back onto the GPU exactly as it was. Idempotent.
+    pub fn resume(&mut self) -> Result<(), GpuError> {
+        match self.run.take().ok_or_else(torn_down)? {
+            Run::Paused(splats, host) => {
+                let restored = restore_optimizer(&self.ctx, splats, &host, self.owner).and_then(|state| {
+                    let scratch = StepScratch::new(&self.ctx, &self.renderer, &self.loss, &self.dataset, self.owner)?;
+                    Ok((state, scratch))
+                });
+                match restored {
+                    Ok((state, scratch)) => {
+                        self.run = Some(Run::Active(state, scratch));
+                        let view = self.order.get(self.step as usize % self.dataset.train.len()).copied().unwrap_or(0);
+                        self.upload_target((self.step % 2) as usize, view)?;
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            active @ Run::Active(..) => {
+                self.run = Some(active);
+                Ok(())
+            }
+        }
+    }
+
+    fn active(&self) -> Result<(&TrainState, &StepScratch), GpuError> {
+        match self.run.as_ref() {
+            Some(Run::Active(state, scratch)) => Ok((state, scratch)),
+            Some(Run::Paused(..)) => Err(paused()),
+            None => Err(torn_down()),
+        }
+    }
+
+    fn upload_target(&self, slot: usize, view: usize) -> Result<(), GpuError> {
+        let (_, scratch) = self.active()?;
+        let pixels = pack_rgba8(&self.dataset.train[view]);
+        self.ctx.queue.write_buffer(&scratch.targets[slot], 0, bytemuck::cast_slice(&pixels));
+        Ok(())
+    }
+
+    /// Takes one optimisation step. Errors on a paused run.
     pub fn step(&mut self) -> Result<StepStats, GpuError> {
         let ctx = self.ctx.clone();
         ctx.checked("training step", || self.encode_step())
@@ -294,59 +427,50 @@ impl Trainer {
     fn encode_step(&mut self) -> Result<StepStats, GpuError> {
         let ctx = self.ctx.clone();
         let slot = (self.step % 2) as usize;
-        let view_index =
-            self.order.get(self.step as usize % self.dataset.train.len()).copied().unwrap_or(0);
+        let view_index = self.order.get(self.step as usize % self.dataset.train.len()).copied().unwrap_or(0);
         let dataset = Arc::clone(&self.dataset);
         let camera: Camera = dataset.train[view_index].camera;
         let settings = self.settings();
-        let state = self.state.as_ref().ok_or_else(torn_down)?;
+        let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
+            return Err(if self.run.is_some() { paused() } else { torn_down() });
+        };
 
-        self.renderer.forward(&ctx, &state.splats, &camera, &settings, &mut self.frame)?;
-        let mut encoder = ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("loss") });
+        self.renderer.forward(&ctx, &state.splats, &camera, &settings, &mut scratch.frame)?;
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("loss") });
         self.loss.encode(
             &ctx,
             &mut encoder,
-            &self.frame.image,
-            &self.targets[slot],
+            &scratch.frame.image,
+            &scratch.targets[slot],
             camera.width,
             camera.height,
             self.config.loss_weights,
-            Some(&self.v_image),
-            &self.loss_scratch,
+            Some(&scratch.v_image),
+            &scratch.loss,
         )?;
         ctx.queue.submit([encoder.finish()]);
-        // The next step's image goes up while this one computes.
-        let next = self.view_for_step(self.step + 1);
-        self.upload_target(1 - slot, next);
-
-        let state = self.state.as_ref().ok_or_else(torn_down)?;
-        self.renderer.backward(&ctx, &state.splats, &self.frame, &self.v_image, &state.grads)?;
+        self.renderer.backward(&ctx, &state.splats, &scratch.frame, &scratch.v_image, &state.grads)?;
         let step_number = self.step + 1;
-        let mut encoder = ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("adam") });
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("adam") });
         if let Strategy::Mcmc(mcmc) = &self.config.strategy {
             // MCMC's opacity and scale regularisers act on the gradients before Adam.
             self.densifier.mcmc_regularize(&ctx, &mut encoder, mcmc, state, self.owner)?;
         }
         let (rates, extent, step0) = (self.config.learning_rates, self.extent, self.step);
-        self.adam.encode(
-            &ctx,
-            &mut encoder,
-            &state.splats,
-            &state.grads,
-            &state.adam,
-            step_number,
-            |group| rates.at(group, step0, extent),
-        );
+        self.adam.encode(&ctx, &mut encoder, &state.splats, &state.grads, &state.adam, step_number, |group| {
+            rates.at(group, step0, extent)
+        });
         ctx.queue.submit([encoder.finish()]);
-        let metrics: ImageMetrics = self.loss.read_metrics(&ctx, &self.loss_scratch)?;
+        let metrics: ImageMetrics = self.loss.read_metrics(&ctx, &scratch.loss)?;
 
-        let state = self.state.take().ok_or_else(torn_down)?;
+        // The next step's image goes up (lands with the next submit; this step's reads of
+        // the other slot are done).
+        let next = self.view_for_step(step_number);
+        self.upload_target(1 - slot, next)?;
+
+        let Some(Run::Active(state, scratch)) = self.run.take() else { return Err(torn_down()) };
         let seed = self.config.seed ^ u64::from(step_number).wrapping_mul(0x2545_f491_4f6c_dd1d);
-        let (state, refine) = self.densifier.after_step(
+        let refined = self.densifier.after_step(
             &ctx,
             &self.config.strategy,
             step_number,
@@ -355,38 +479,30 @@ impl Trainer {
             seed,
             state,
             self.owner,
-        )?;
+        );
+        let (state, refine) = match refined {
+            Ok(result) => result,
+            Err(e) => {
+                // The densifier consumed the state: the run cannot go on.
+                drop(scratch);
+                return Err(e);
+            }
+        };
         if let Strategy::Mcmc(mcmc) = &self.config.strategy {
             // Position noise after the update and any relocation (gsplat's order).
-            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("mcmc noise"),
-            });
+            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("mcmc noise") });
             let lr_means = rates.at(ParamGroup::Means, step0, extent);
-            self.densifier.mcmc_noise(
-                &ctx,
-                &mut encoder,
-                mcmc,
-                &state,
-                lr_means,
-                step_number,
-                seed,
-                self.owner,
-            )?;
+            self.densifier.mcmc_noise(&ctx, &mut encoder, mcmc, &state, lr_means, step_number, seed, self.owner)?;
             ctx.queue.submit([encoder.finish()]);
         }
         let splats = state.splats.count;
-        self.state = Some(state);
+        self.run = Some(Run::Active(state, scratch));
         self.step = step_number;
-        Ok(StepStats {
-            step: step_number,
-            loss: metrics.loss,
-            train_psnr: metrics.psnr(),
-            splats,
-            refine,
-        })
+        Ok(StepStats { step: step_number, loss: metrics.loss, train_psnr: metrics.psnr(), splats, refine })
     }
 
     /// PSNR and SSIM over the eval views (or, for a dataset without any, the training views).
+    /// Errors on a paused run.
     pub fn evaluate(&mut self) -> Result<EvalStats, GpuError> {
         let ctx = self.ctx.clone();
         ctx.checked("evaluation", || self.encode_evaluation())
@@ -399,38 +515,96 @@ impl Trainer {
         // The slot of the last step's target is free (the other holds the next step's).
         let slot = 1 - (self.step % 2) as usize;
         let settings = self.settings();
+        let step = self.step;
+        let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
+            return Err(if self.run.is_some() { paused() } else { torn_down() });
+        };
         let (mut psnr, mut ssim) = (0.0, 0.0);
         for view in views {
-            let state = self.state.as_ref().ok_or_else(torn_down)?;
-            ctx.queue.write_buffer(&self.targets[slot], 0, bytemuck::cast_slice(&pack_rgba8(view)));
-            self.renderer.forward(&ctx, &state.splats, &view.camera, &settings, &mut self.frame)?;
-            let mut encoder = ctx
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("eval") });
+            ctx.queue.write_buffer(&scratch.targets[slot], 0, bytemuck::cast_slice(&pack_rgba8(view)));
+            self.renderer.forward(&ctx, &state.splats, &view.camera, &settings, &mut scratch.frame)?;
+            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("eval") });
             self.loss.encode(
                 &ctx,
                 &mut encoder,
-                &self.frame.image,
-                &self.targets[slot],
+                &scratch.frame.image,
+                &scratch.targets[slot],
                 view.camera.width,
                 view.camera.height,
                 self.config.loss_weights,
                 None,
-                &self.loss_scratch,
+                &scratch.loss,
             )?;
             ctx.queue.submit([encoder.finish()]);
-            let metrics = self.loss.read_metrics(&ctx, &self.loss_scratch)?;
+            let metrics = self.loss.read_metrics(&ctx, &scratch.loss)?;
             psnr += metrics.psnr();
             ssim += metrics.ssim;
         }
         let n = views.len().max(1) as f64;
-        Ok(EvalStats { step: self.step, psnr: psnr / n, ssim: ssim / n, views: views.len() })
+        Ok(EvalStats { step, psnr: psnr / n, ssim: ssim / n, views: views.len() })
     }
 
-    /// The current splats, read back from the GPU.
+    /// The current splats, read back from the GPU (active or paused).
     pub fn splats(&self) -> Result<Splats, GpuError> {
-        self.state.as_ref().ok_or_else(torn_down)?.splats.download(&self.ctx)
+        self.gpu_splats().ok_or_else(torn_down)?.download(&self.ctx)
     }
+
+    /// Everything needed to continue this run later, read back (active or paused).
+    pub fn snapshot(&self) -> Result<RunSnapshot, GpuError> {
+        let optimizer = match self.run.as_ref().ok_or_else(torn_down)? {
+            Run::Active(state, _) => download_optimizer(&self.ctx, state)?,
+            Run::Paused(_, host) => host.clone(),
+        };
+        Ok(RunSnapshot {
+            splats: self.splats()?,
+            optimizer,
+            step: self.step,
+            rng: self.rng,
+            order: self.order.iter().map(|&i| i as u32).collect(),
+            config: self.config.clone(),
+        })
+    }
+}
+
+/// Adam's moments and the densification statistics, read back.
+fn download_optimizer(ctx: &GpuContext, state: &TrainState) -> Result<HostOptimizerState, GpuError> {
+    let mut moments = Vec::with_capacity(8);
+    for m in state.adam.moments() {
+        let floats = (m.m.size() / 4) as usize;
+        moments.push((read_f32(ctx, &m.m, floats)?, read_f32(ctx, &m.v, floats)?));
+    }
+    let densify = read_f32(ctx, &state.grads.densify, (state.grads.densify.size() / 4) as usize)?;
+    Ok(HostOptimizerState { moments, densify })
+}
+
+/// Gradients (zero) and moments for `splats`, the moments and statistics from `host` where
+/// it has them (empty for a fresh run: zeros).
+fn restore_optimizer(ctx: &GpuContext, splats: GpuSplats, host: &HostOptimizerState, owner: Owner) -> Result<TrainState, GpuError> {
+    let state = TrainState::new(ctx, splats, owner)?;
+    let buffers = state.adam.moments();
+    if !host.moments.is_empty() {
+        if host.moments.len() != buffers.len() {
+            return Err(GpuError::Validation { label: "resume".into(), message: "optimizer state has the wrong shape".into() });
+        }
+        for (buffer, (m, v)) in buffers.iter().zip(&host.moments) {
+            if (m.len() * 4) as u64 != buffer.m.size() || (v.len() * 4) as u64 != buffer.v.size() {
+                return Err(GpuError::Validation { label: "resume".into(), message: "optimizer state does not match the splats".into() });
+            }
+            ctx.queue.write_buffer(&buffer.m, 0, bytemuck::cast_slice(m));
+            ctx.queue.write_buffer(&buffer.v, 0, bytemuck::cast_slice(v));
+        }
+    }
+    if !host.densify.is_empty() {
+        if (host.densify.len() * 4) as u64 != state.grads.densify.size() {
+            return Err(GpuError::Validation { label: "resume".into(), message: "densification statistics do not match the splats".into() });
+        }
+        ctx.queue.write_buffer(&state.grads.densify, 0, bytemuck::cast_slice(&host.densify));
+    }
+    Ok(state)
+}
+
+fn paused() -> GpuError {
+    GpuError::Validation { label: "train".into(), message: "the run is paused".into() }
 }
 
 fn torn_down() -> GpuError {

@@ -1,0 +1,93 @@
+//! Pause → resume and snapshot → restore continue a run exactly; while paused only the splat
+//! parameters stay on the GPU.
+#![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use splat_render::{Category, GpuContext, Owner};
+use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
+use splat_trainer::densify::{DefaultConfig, Strategy};
+use splat_trainer::init::splats_from_points;
+use splat_trainer::loss::LossWeights;
+use splat_trainer::train::{LearningRates, TrainConfig, Trainer};
+
+fn dataset() -> Arc<Dataset> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/datasets/desk-statue-colmap");
+    Arc::new(load_dataset(&path, &LoadOptions { max_resolution: 48, ..LoadOptions::default() }).unwrap())
+}
+
+fn config() -> TrainConfig {
+    TrainConfig {
+        steps: 80,
+        sh_degree: 1,
+        sh_degree_interval: 20,
+        // Densify inside the window so statistics and reallocation are part of what must
+        // survive a pause.
+        strategy: Strategy::Default(DefaultConfig { start: 20, refine_every: 20, stop: 200, ..DefaultConfig::default() }),
+        max_splats: 20_000,
+        eval_every: 0,
+        seed: 5,
+        background: [0.0; 3],
+        learning_rates: LearningRates::default(),
+        loss_weights: LossWeights::default(),
+    }
+}
+
+fn losses(trainer: &mut Trainer, steps: u32) -> Vec<f64> {
+    (0..steps).map(|_| trainer.step().unwrap().loss).collect()
+}
+
+#[test]
+fn pause_resume_and_snapshots_continue_exactly() {
+    let data = dataset();
+    let init = splats_from_points(data.init_points.as_ref().unwrap(), 1);
+    let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
+
+    // The uninterrupted run, twice: how much do two identical runs differ on this adapter?
+    let mut a = Trainer::new(&ctx, Arc::clone(&data), &init, config(), Owner::Run(1)).unwrap();
+    let reference = losses(&mut a, 70);
+    drop(a);
+    let mut again = Trainer::new(&ctx, Arc::clone(&data), &init, config(), Owner::Run(2)).unwrap();
+    let repeat = losses(&mut again, 70);
+    drop(again);
+    let noise = reference.iter().zip(&repeat).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    eprintln!("run-to-run loss noise over 70 steps: {noise:e}");
+
+    // Pause after 20 steps: only the parameters stay on the GPU.
+    let mut b = Trainer::new(&ctx, Arc::clone(&data), &init, config(), Owner::Run(3)).unwrap();
+    let mut resumed = losses(&mut b, 20);
+    b.pause().unwrap();
+    let snap = ctx.ledger().snapshot();
+    let owned: u64 = snap.allocations.iter().filter(|a| a.owner == Owner::Run(3)).map(|a| a.bytes).sum();
+    let params: u64 = snap.allocations.iter().filter(|a| a.owner == Owner::Run(3) && a.category == Category::SplatParameters).map(|a| a.bytes).sum();
+    assert_eq!(owned, params, "paused run holds only its parameters: {:?}", snap.allocations.iter().filter(|a| a.owner == Owner::Run(3)).collect::<Vec<_>>());
+    assert!(b.step().is_err(), "a paused run does not step");
+    b.resume().unwrap();
+    resumed.extend(losses(&mut b, 20));
+
+    // Snapshot at 40, restore into a new run, continue 30 steps.
+    let saved = b.snapshot().unwrap();
+    drop(b);
+    let mut c = Trainer::from_snapshot(&ctx, Arc::clone(&data), saved.clone(), Owner::Run(4)).unwrap();
+    assert_eq!(c.snapshot().unwrap(), saved, "restored state equals the saved state");
+    resumed.extend(losses(&mut c, 30));
+
+    let worst = reference.iter().zip(&resumed).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    eprintln!("largest loss difference, interrupted vs uninterrupted: {worst:e}");
+    if noise == 0.0 {
+        assert_eq!(resumed, reference, "the adapter is deterministic: resuming must be exact");
+    } else {
+        assert!(worst <= 4.0 * noise, "resumed runs differ ({worst}) more than the adapter's noise ({noise})");
+    }
+
+    // Training can go on past the planned steps.
+    c.set_planned_steps(200);
+    losses(&mut c, 5);
+    drop(c);
+    ctx.wait_idle().unwrap();
+    for run in 1..=4 {
+        assert_eq!(ctx.ledger().owner_bytes(Owner::Run(run)), 0);
+    }
+    assert!(ctx.take_uncaptured_errors().is_empty());
+}
