@@ -56,11 +56,14 @@ enum Command {
     },
     /// Train splats on a dataset without a window; writes splats.ply and metrics.json.
     Train {
-        /// A dataset folder or .zip (COLMAP or transforms.json).
-        dataset: PathBuf,
+        /// A dataset folder or .zip (COLMAP or transforms.json); optional with --resume.
+        dataset: Option<PathBuf>,
         /// A point cloud (.ply) to start from instead of the dataset's.
         #[arg(long)]
         init: Option<PathBuf>,
+        /// Continue a checkpoint (to --steps steps in all).
+        #[arg(long, conflicts_with = "init")]
+        resume: Option<PathBuf>,
         #[arg(long, default_value_t = 30_000)]
         steps: u32,
         /// Longest image side in pixels.
@@ -76,6 +79,9 @@ enum Command {
         /// Evaluate on the eval views every N steps (0: only at the end).
         #[arg(long, default_value_t = 1000)]
         eval_every: u32,
+        /// Save a checkpoint (OUT/checkpoint.ckpt) every N steps (0: never).
+        #[arg(long, default_value_t = 0)]
+        checkpoint_every: u32,
         /// Output folder (default: the dataset's name + "_train", beside it).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -110,24 +116,28 @@ fn main() -> ExitCode {
         Command::Train {
             dataset,
             init,
+            resume,
             steps,
             max_resolution,
             strategy,
             max_splats,
             sh_degree,
             eval_every,
+            checkpoint_every,
             out,
             seed,
             background,
         } => train_cmd::run(&train_cmd::TrainArgs {
             dataset,
             init,
+            resume,
             steps,
             max_resolution,
             strategy,
             max_splats,
             sh_degree,
             eval_every,
+            checkpoint_every,
             out,
             seed,
             background,

@@ -1,38 +1,40 @@
-//! `splatforge train DATASET`: a headless training run with a progress bar, writing
-//! `splats.ply` and `metrics.json` into the output folder.
+//! `splatforge train DATASET`: a headless training run through the trainer task, with a
+//! progress bar, writing `splats.ply` and `metrics.json` (and checkpoints) into the output
+//! folder.
 
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
-use splat_trainer::dataset::{self, LoadOptions};
+use splat_trainer::checkpoint;
+use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
-use splat_trainer::formats::{PointCloud, Splats, ply};
-use splat_trainer::init::splats_from_points;
-use splat_trainer::render::{GpuContext, Owner};
-use splat_trainer::train::{EvalStats, LearningRates, TrainConfig, Trainer};
-
-/// Random points for a dataset without a point cloud (3DGS uses 100k for NeRF-synthetic).
-const RANDOM_INIT_POINTS: usize = 100_000;
+use splat_trainer::formats::Loaded;
+use splat_trainer::loss::LossWeights;
+use splat_trainer::render::GpuContext;
+use splat_trainer::task::{Command, Event, TaskHandle, write_atomically};
+use splat_trainer::train::{EvalStats, LearningRates, TrainConfig};
 
 pub struct TrainArgs {
-    pub dataset: PathBuf,
+    pub dataset: Option<PathBuf>,
     pub init: Option<PathBuf>,
+    pub resume: Option<PathBuf>,
     pub steps: u32,
     pub max_resolution: u32,
     pub strategy: String,
     pub max_splats: u32,
     pub sh_degree: u32,
     pub eval_every: u32,
+    pub checkpoint_every: u32,
     pub out: Option<PathBuf>,
     pub seed: u64,
     pub background: [f32; 3],
 }
 
+/// Drives the trainer task: load, start (or continue a checkpoint), follow its events.
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     if args.steps == 0 {
         bail!("--steps must be at least 1");
@@ -45,161 +47,151 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         "mcmc" => Strategy::Mcmc(McmcConfig { cap: args.max_splats, ..McmcConfig::default() }),
         other => bail!("unknown strategy '{other}' (default or mcmc)"),
     };
+    let dataset = match (&args.dataset, &args.resume) {
+        (Some(dataset), _) => dataset.clone(),
+        (None, Some(checkpoint)) => {
+            PathBuf::from(checkpoint::load(checkpoint).context("cannot resume")?.dataset.path)
+        }
+        (None, None) => bail!("give a DATASET to train on, or --resume CHECKPOINT"),
+    };
+    let out = args.out.clone().unwrap_or_else(|| default_out_dir(&dataset));
+    std::fs::create_dir_all(&out)
+        .with_context(|| format!("{}: cannot create output folder", out.display()))?;
+
+    let ctx = pollster::block_on(GpuContext::new_headless())?;
+    let task = TaskHandle::spawn(ctx.clone())?;
     let options = LoadOptions {
         max_resolution: args.max_resolution,
         background: args.background,
         ..LoadOptions::default()
     };
-    let data = dataset::load_dataset(&args.dataset, &options).context("cannot load dataset")?;
-    for warning in &data.warnings {
-        eprintln!("warning: {warning}");
+    task.send(Command::LoadDataset { path: dataset.clone(), options })?;
+    if let Some(init) = &args.init {
+        task.send(Command::LoadInit { path: init.clone() })?;
     }
-    let out = args.out.clone().unwrap_or_else(|| default_out_dir(&args.dataset));
-    std::fs::create_dir_all(&out)
-        .with_context(|| format!("{}: cannot create output folder", out.display()))?;
+    if let Some(checkpoint) = &args.resume {
+        task.send(Command::LoadCheckpoint { path: checkpoint.clone() })?;
+        task.send(Command::SetSteps { steps: args.steps })?;
+        task.send(Command::Resume)?;
+    } else {
+        let config = TrainConfig {
+            steps: args.steps,
+            sh_degree: args.sh_degree,
+            sh_degree_interval: 1000,
+            strategy,
+            max_splats: args.max_splats,
+            eval_every: args.eval_every,
+            seed: args.seed,
+            background: args.background,
+            learning_rates: LearningRates::default(),
+            loss_weights: LossWeights::default(),
+        };
+        task.send(Command::Start { config })?;
+    }
+    follow(&task, args, &out)
+}
 
-    let points = initial_points(args, &data)?;
-    let mut init = splats_from_points(&points, args.sh_degree);
-    cap_splats(&mut init, args.max_splats as usize);
-
-    let ctx = pollster::block_on(GpuContext::new_headless())?;
-    let config = TrainConfig {
-        steps: args.steps,
-        sh_degree: args.sh_degree,
-        sh_degree_interval: 1000,
-        strategy,
-        max_splats: args.max_splats,
-        eval_every: args.eval_every,
-        seed: args.seed,
-        background: args.background,
-        learning_rates: LearningRates::default(),
-        loss_weights: splat_trainer::loss::LossWeights::default(),
-    };
-    let views = (data.train.len(), data.eval.len());
-    let mut trainer = Trainer::new(&ctx, Arc::new(data), &init, config, Owner::Run(1))?;
-    eprintln!(
-        "training {} splats on {} train / {} eval views for {} steps on {} ({:?})",
-        trainer.splat_count(),
-        views.0,
-        views.1,
-        args.steps,
-        ctx.adapter_info.name,
-        ctx.adapter_info.backend
-    );
-
+/// Follows the task's events to the end of the run, then exports and writes the metrics.
+fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()> {
     let progress = Progress::new(u64::from(args.steps));
-    let start = Instant::now();
     let mut evals: Vec<EvalStats> = Vec::new();
-    for _ in 0..args.steps {
-        let stats = trainer.step()?;
-        if args.eval_every > 0 && stats.step % args.eval_every == 0 && stats.step < args.steps {
-            let eval = trainer.evaluate()?;
-            progress.println(&format!(
-                "step {}: eval PSNR {:.2} dB, SSIM {:.4} over {} views",
-                eval.step, eval.psnr, eval.ssim, eval.views
-            ));
-            evals.push(eval);
+    let mut peak = 0_u64;
+    let mut gpu = 0_u64;
+    let mut start = Instant::now();
+    let mut first_step = None;
+    let checkpoint = out.join("checkpoint.ckpt");
+    loop {
+        let Some(event) = task.event_timeout(Duration::from_secs(1)) else { continue };
+        match event {
+            Event::Error(message) => bail!("{message}"),
+            Event::Warning(message) => progress.println(&format!("warning: {message}")),
+            Event::RunStarted { splats, steps, .. } => {
+                progress.println(&format!("training {splats} splats for {steps} steps"));
+                start = Instant::now();
+            }
+            Event::Memory(snapshot) => {
+                peak = peak.max(snapshot.peak_bytes);
+                gpu = snapshot.total_bytes;
+            }
+            Event::Eval(eval) => {
+                progress.println(&format!(
+                    "step {}: eval PSNR {:.2} dB, SSIM {:.4} over {} views",
+                    eval.step, eval.psnr, eval.ssim, eval.views
+                ));
+                evals.push(eval);
+            }
+            Event::Step(stats) => {
+                first_step.get_or_insert(stats.step);
+                if args.checkpoint_every > 0 && stats.step % args.checkpoint_every == 0 {
+                    task.send(Command::SaveCheckpoint { path: checkpoint.clone() })?;
+                }
+                progress.update(
+                    stats.step,
+                    &format!(
+                        "loss {:.4} | train PSNR {:.2} | {} splats | GPU {}",
+                        stats.loss,
+                        stats.train_psnr,
+                        stats.splats,
+                        human_bytes(gpu)
+                    ),
+                );
+            }
+            Event::CheckpointSaved(path) => {
+                progress.println(&format!("checkpoint: {}", path.display()));
+            }
+            Event::Finished { step } => {
+                let seconds = start.elapsed().as_secs_f64();
+                let last = evals.last().copied();
+                progress.finish(&last.map_or_else(String::new, |e| {
+                    format!("done: eval PSNR {:.2} dB, SSIM {:.4}", e.psnr, e.ssim)
+                }));
+                let ply = out.join("splats.ply");
+                task.send(Command::Export { path: ply.clone() })?;
+                let splats = wait_for_export(task)?;
+                let steps_run = step - first_step.unwrap_or(1) + 1;
+                let metrics = json!({
+                    "steps": step,
+                    "seconds": seconds,
+                    "steps_per_second": f64::from(steps_run) / seconds,
+                    "final_psnr": last.map(|e| e.psnr),
+                    "final_ssim": last.map(|e| e.ssim),
+                    "splats": splats,
+                    "peak_gpu_bytes": peak,
+                    "eval": evals.iter().map(|e| json!({"step": e.step, "psnr": e.psnr, "ssim": e.ssim})).collect::<Vec<_>>(),
+                });
+                write_atomically(
+                    &out.join("metrics.json"),
+                    serde_json::to_string_pretty(&metrics)?.as_bytes(),
+                )
+                .with_context(|| format!("{}: cannot write", out.join("metrics.json").display()))?;
+                eprintln!("wrote {}", out.display());
+                return Ok(());
+            }
+            _ => {}
         }
-        let gpu = ctx.ledger().total_bytes();
-        progress.update(
-            stats.step,
-            &format!(
-                "loss {:.4} | train PSNR {:.2} | {} splats | GPU {}",
-                stats.loss,
-                stats.train_psnr,
-                stats.splats,
-                human_bytes(gpu)
-            ),
-        );
     }
-    let seconds = start.elapsed().as_secs_f64();
-    let last = trainer.evaluate()?;
-    evals.push(last);
-    progress.finish(&format!("done: eval PSNR {:.2} dB, SSIM {:.4}", last.psnr, last.ssim));
+}
 
-    let splats = trainer.splats()?;
-    let peak = ctx.ledger().snapshot().peak_bytes;
-    drop(trainer);
-    write_atomically(&out.join("splats.ply"), |file| Ok(ply::write_splats(&splats, file)?))?;
-    let metrics = json!({
-        "steps": args.steps,
-        "seconds": seconds,
-        "steps_per_second": f64::from(args.steps) / seconds,
-        "final_psnr": last.psnr,
-        "final_ssim": last.ssim,
-        "splats": splats.len(),
-        "peak_gpu_bytes": peak,
-        "eval": evals.iter().map(|e| json!({"step": e.step, "psnr": e.psnr, "ssim": e.ssim})).collect::<Vec<_>>(),
-    });
-    write_atomically(&out.join("metrics.json"), |file| {
-        serde_json::to_writer_pretty(&mut *file, &metrics)?;
-        Ok(())
-    })?;
-    eprintln!("wrote {}", out.display());
-    Ok(())
+/// Waits for the export, and returns how many splats the written file holds.
+fn wait_for_export(task: &TaskHandle) -> anyhow::Result<usize> {
+    loop {
+        match task.event_timeout(Duration::from_secs(1)) {
+            Some(Event::Exported(path)) => {
+                return match splat_trainer::formats::load_file(&path)? {
+                    Loaded::Splats { splats, .. } => Ok(splats.len()),
+                    Loaded::Points(_) => bail!("{}: export wrote points", path.display()),
+                };
+            }
+            Some(Event::Error(message)) => bail!("{message}"),
+            _ => {}
+        }
+    }
 }
 
 fn default_out_dir(dataset: &Path) -> PathBuf {
     let name =
         dataset.file_stem().map_or_else(|| "dataset".into(), |n| n.to_string_lossy().into_owned());
     dataset.with_file_name(format!("{name}_train"))
-}
-
-/// `--init`, else the dataset's points, else random points in the camera bounds.
-fn initial_points(args: &TrainArgs, data: &dataset::Dataset) -> anyhow::Result<PointCloud> {
-    if let Some(path) = &args.init {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))?;
-        return ply::read_points(&bytes)
-            .with_context(|| format!("{}: not a point cloud", path.display()));
-    }
-    Ok(match &data.init_points {
-        Some(points) if !points.is_empty() => points.clone(),
-        _ => data.random_points(RANDOM_INIT_POINTS, args.seed),
-    })
-}
-
-/// Keeps at most `max` splats, evenly spread over the input order.
-fn cap_splats(splats: &mut Splats, max: usize) {
-    let n = splats.len();
-    if n <= max {
-        return;
-    }
-    let keep: Vec<usize> = (0..max).map(|i| i * n / max).collect();
-    let rest = splats.rest_per_splat();
-    let pick = |v: &[[f32; 3]]| keep.iter().map(|&i| v[i]).collect::<Vec<_>>();
-    splats.means = pick(&splats.means);
-    splats.log_scales = pick(&splats.log_scales);
-    splats.sh_dc = pick(&splats.sh_dc);
-    splats.rotations = keep.iter().map(|&i| splats.rotations[i]).collect();
-    splats.opacity_logits = keep.iter().map(|&i| splats.opacity_logits[i]).collect();
-    splats.sh_rest =
-        keep.iter().flat_map(|&i| splats.sh_rest[i * rest..(i + 1) * rest].to_vec()).collect();
-}
-
-/// Writes through a temporary file in the same folder, then renames: a crash mid-write never
-/// leaves a truncated file under the final name.
-pub fn write_atomically(
-    path: &Path,
-    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let tmp = path.with_extension(format!(
-        "{}.partial",
-        path.extension().and_then(|e| e.to_str()).unwrap_or("tmp")
-    ));
-    let result = (|| {
-        let file = std::fs::File::create(&tmp)?;
-        let mut writer = std::io::BufWriter::new(file);
-        write(&mut writer)?;
-        let file = writer.into_inner().map_err(std::io::IntoInnerError::into_error)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        anyhow::Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.with_context(|| format!("{}: cannot write", path.display()))
 }
 
 fn human_bytes(bytes: u64) -> String {

@@ -1,10 +1,12 @@
 //! Datasets, training and the trainer task. Knows nothing of any UI.
 
+pub mod checkpoint;
 pub mod dataset;
 pub mod densify;
 pub mod init;
 pub mod loss;
 pub mod optim;
+pub mod task;
 pub mod train;
 
 pub use splat_formats as formats;

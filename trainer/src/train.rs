@@ -146,28 +146,71 @@ struct StepScratch {
 }
 
 impl StepScratch {
-    fn new(ctx: &GpuContext, renderer: &Renderer, loss: &ImageLoss, dataset: &Dataset, owner: Owner) -> Result<Self, GpuError> {
+    fn new(
+        ctx: &GpuContext,
+        renderer: &Renderer,
+        loss: &ImageLoss,
+        dataset: &Dataset,
+        owner: Owner,
+    ) -> Result<Self, GpuError> {
         let (width, height) = largest_image(dataset);
         let pixels = u64::from(width) * u64::from(height);
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
         let target = |i: usize| {
-            ctx.create_buffer(&format!("target image {i}"), pixels * 4, storage, Category::DatasetImages, owner)
+            ctx.create_buffer(
+                &format!("target image {i}"),
+                pixels * 4,
+                storage,
+                Category::DatasetImages,
+                owner,
+            )
         };
         Ok(Self {
             frame: FrameScratch::new(ctx, renderer, owner)?,
             loss: loss.scratch(ctx, width, height, owner)?,
-            v_image: ctx.create_buffer("v_image", pixels * 16, storage, Category::RasterizerScratch, owner)?,
+            v_image: ctx.create_buffer(
+                "v_image",
+                pixels * 16,
+                storage,
+                Category::RasterizerScratch,
+                owner,
+            )?,
             targets: [target(0)?, target(1)?],
         })
     }
 }
 
-/// Where a run's state lives.
+/// Where a run's state lives. (Both variants are a handful of GPU handles; the size
+/// difference is the Active run's scratch, which is boxed.)
+#[expect(clippy::large_enum_variant, reason = "one value per run, moved rarely")]
 enum Run {
     /// Everything on the GPU, ready to step.
-    Active(TrainState, StepScratch),
+    Active(TrainState, Box<StepScratch>),
     /// Only the splat parameters on the GPU (for the viewer); optimizer state on the host.
     Paused(GpuSplats, HostOptimizerState),
+}
+
+/// The compute pipelines a run uses. They hold no per-run memory, so one set serves every run
+/// on a device: the trainer task builds them once (building them per run costs a shader
+/// compile each time and, on lavapipe, memory that is never fully returned).
+#[derive(Debug)]
+pub struct TrainKernels {
+    renderer: Renderer,
+    loss: ImageLoss,
+    adam: Adam,
+    densifier: Densifier,
+}
+
+impl TrainKernels {
+    #[must_use]
+    pub fn new(ctx: &GpuContext) -> Self {
+        Self {
+            renderer: Renderer::new(ctx),
+            loss: ImageLoss::new(ctx),
+            adam: Adam::new(ctx),
+            densifier: Densifier::new(ctx),
+        }
+    }
 }
 
 /// A training run.
@@ -177,10 +220,7 @@ pub struct Trainer {
     config: TrainConfig,
     dataset: Arc<Dataset>,
     extent: f32,
-    renderer: Renderer,
-    loss: ImageLoss,
-    adam: Adam,
-    densifier: Densifier,
+    kernels: Arc<TrainKernels>,
     /// `None` only while a method moves the state between variants.
     run: Option<Run>,
     step: u32,
@@ -255,12 +295,24 @@ impl Trainer {
         snapshot: RunSnapshot,
         owner: Owner,
     ) -> Result<Self, GpuError> {
+        Self::from_snapshot_with(Arc::new(TrainKernels::new(ctx)), ctx, dataset, snapshot, owner)
+    }
+
+    /// [`Trainer::from_snapshot`] with pipelines that are already built.
+    pub fn from_snapshot_with(
+        kernels: Arc<TrainKernels>,
+        ctx: &GpuContext,
+        dataset: Arc<Dataset>,
+        snapshot: RunSnapshot,
+        owner: Owner,
+    ) -> Result<Self, GpuError> {
         if dataset.train.is_empty() {
-            return Err(GpuError::Validation { label: "train".into(), message: "the dataset has no training views".into() });
+            return Err(GpuError::Validation {
+                label: "train".into(),
+                message: "the dataset has no training views".into(),
+            });
         }
         let splats = GpuSplats::upload(ctx, &snapshot.splats, owner)?;
-        let renderer = Renderer::new(ctx);
-        let loss = ImageLoss::new(ctx);
         let mut trainer = Self {
             ctx: ctx.clone(),
             owner,
@@ -268,10 +320,7 @@ impl Trainer {
             rng: snapshot.rng,
             config: snapshot.config,
             dataset,
-            renderer,
-            loss,
-            adam: Adam::new(ctx),
-            densifier: Densifier::new(ctx),
+            kernels,
             run: Some(Run::Paused(splats, snapshot.optimizer)),
             step: snapshot.step,
             order: snapshot.order.iter().map(|&i| i as usize).collect(),
@@ -336,7 +385,11 @@ impl Trainer {
     }
 
     fn settings(&self) -> RenderSettings {
-        RenderSettings { background: self.config.background, antialiased: false, sh_degree: Some(self.active_sh_degree()) }
+        RenderSettings {
+            background: self.config.background,
+            antialiased: false,
+            sh_degree: Some(self.active_sh_degree()),
+        }
     }
 
     /// The training view of 0-based step `step`: epochs over a seeded shuffle of the views.
@@ -382,14 +435,25 @@ impl Trainer {
     pub fn resume(&mut self) -> Result<(), GpuError> {
         match self.run.take().ok_or_else(torn_down)? {
             Run::Paused(splats, host) => {
-                let restored = restore_optimizer(&self.ctx, splats, &host, self.owner).and_then(|state| {
-                    let scratch = StepScratch::new(&self.ctx, &self.renderer, &self.loss, &self.dataset, self.owner)?;
-                    Ok((state, scratch))
-                });
+                let restored =
+                    restore_optimizer(&self.ctx, splats, &host, self.owner).and_then(|state| {
+                        let scratch = Box::new(StepScratch::new(
+                            &self.ctx,
+                            &self.kernels.renderer,
+                            &self.kernels.loss,
+                            &self.dataset,
+                            self.owner,
+                        )?);
+                        Ok((state, scratch))
+                    });
                 match restored {
                     Ok((state, scratch)) => {
                         self.run = Some(Run::Active(state, scratch));
-                        let view = self.order.get(self.step as usize % self.dataset.train.len()).copied().unwrap_or(0);
+                        let view = self
+                            .order
+                            .get(self.step as usize % self.dataset.train.len())
+                            .copied()
+                            .unwrap_or(0);
                         self.upload_target((self.step % 2) as usize, view)?;
                         Ok(())
                     }
@@ -424,10 +488,12 @@ impl Trainer {
         ctx.checked("training step", || self.encode_step())
     }
 
+    #[expect(clippy::too_many_lines, reason = "one step reads best top to bottom, in GPU order")]
     fn encode_step(&mut self) -> Result<StepStats, GpuError> {
         let ctx = self.ctx.clone();
         let slot = (self.step % 2) as usize;
-        let view_index = self.order.get(self.step as usize % self.dataset.train.len()).copied().unwrap_or(0);
+        let view_index =
+            self.order.get(self.step as usize % self.dataset.train.len()).copied().unwrap_or(0);
         let dataset = Arc::clone(&self.dataset);
         let camera: Camera = dataset.train[view_index].camera;
         let settings = self.settings();
@@ -435,9 +501,17 @@ impl Trainer {
             return Err(if self.run.is_some() { paused() } else { torn_down() });
         };
 
-        self.renderer.forward(&ctx, &state.splats, &camera, &settings, &mut scratch.frame)?;
-        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("loss") });
-        self.loss.encode(
+        self.kernels.renderer.forward(
+            &ctx,
+            &state.splats,
+            &camera,
+            &settings,
+            &mut scratch.frame,
+        )?;
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("loss") });
+        self.kernels.loss.encode(
             &ctx,
             &mut encoder,
             &scratch.frame.image,
@@ -449,19 +523,33 @@ impl Trainer {
             &scratch.loss,
         )?;
         ctx.queue.submit([encoder.finish()]);
-        self.renderer.backward(&ctx, &state.splats, &scratch.frame, &scratch.v_image, &state.grads)?;
+        self.kernels.renderer.backward(
+            &ctx,
+            &state.splats,
+            &scratch.frame,
+            &scratch.v_image,
+            &state.grads,
+        )?;
         let step_number = self.step + 1;
-        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("adam") });
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("adam") });
         if let Strategy::Mcmc(mcmc) = &self.config.strategy {
             // MCMC's opacity and scale regularisers act on the gradients before Adam.
-            self.densifier.mcmc_regularize(&ctx, &mut encoder, mcmc, state, self.owner)?;
+            self.kernels.densifier.mcmc_regularize(&ctx, &mut encoder, mcmc, state, self.owner)?;
         }
         let (rates, extent, step0) = (self.config.learning_rates, self.extent, self.step);
-        self.adam.encode(&ctx, &mut encoder, &state.splats, &state.grads, &state.adam, step_number, |group| {
-            rates.at(group, step0, extent)
-        });
+        self.kernels.adam.encode(
+            &ctx,
+            &mut encoder,
+            &state.splats,
+            &state.grads,
+            &state.adam,
+            step_number,
+            |group| rates.at(group, step0, extent),
+        );
         ctx.queue.submit([encoder.finish()]);
-        let metrics: ImageMetrics = self.loss.read_metrics(&ctx, &scratch.loss)?;
+        let metrics: ImageMetrics = self.kernels.loss.read_metrics(&ctx, &scratch.loss)?;
 
         // The next step's image goes up (lands with the next submit; this step's reads of
         // the other slot are done).
@@ -470,7 +558,7 @@ impl Trainer {
 
         let Some(Run::Active(state, scratch)) = self.run.take() else { return Err(torn_down()) };
         let seed = self.config.seed ^ u64::from(step_number).wrapping_mul(0x2545_f491_4f6c_dd1d);
-        let refined = self.densifier.after_step(
+        let refined = self.kernels.densifier.after_step(
             &ctx,
             &self.config.strategy,
             step_number,
@@ -490,15 +578,32 @@ impl Trainer {
         };
         if let Strategy::Mcmc(mcmc) = &self.config.strategy {
             // Position noise after the update and any relocation (gsplat's order).
-            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("mcmc noise") });
+            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("mcmc noise"),
+            });
             let lr_means = rates.at(ParamGroup::Means, step0, extent);
-            self.densifier.mcmc_noise(&ctx, &mut encoder, mcmc, &state, lr_means, step_number, seed, self.owner)?;
+            self.kernels.densifier.mcmc_noise(
+                &ctx,
+                &mut encoder,
+                mcmc,
+                &state,
+                lr_means,
+                step_number,
+                seed,
+                self.owner,
+            )?;
             ctx.queue.submit([encoder.finish()]);
         }
         let splats = state.splats.count;
         self.run = Some(Run::Active(state, scratch));
         self.step = step_number;
-        Ok(StepStats { step: step_number, loss: metrics.loss, train_psnr: metrics.psnr(), splats, refine })
+        Ok(StepStats {
+            step: step_number,
+            loss: metrics.loss,
+            train_psnr: metrics.psnr(),
+            splats,
+            refine,
+        })
     }
 
     /// PSNR and SSIM over the eval views (or, for a dataset without any, the training views).
@@ -521,10 +626,22 @@ impl Trainer {
         };
         let (mut psnr, mut ssim) = (0.0, 0.0);
         for view in views {
-            ctx.queue.write_buffer(&scratch.targets[slot], 0, bytemuck::cast_slice(&pack_rgba8(view)));
-            self.renderer.forward(&ctx, &state.splats, &view.camera, &settings, &mut scratch.frame)?;
-            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("eval") });
-            self.loss.encode(
+            ctx.queue.write_buffer(
+                &scratch.targets[slot],
+                0,
+                bytemuck::cast_slice(&pack_rgba8(view)),
+            );
+            self.kernels.renderer.forward(
+                &ctx,
+                &state.splats,
+                &view.camera,
+                &settings,
+                &mut scratch.frame,
+            )?;
+            let mut encoder = ctx
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("eval") });
+            self.kernels.loss.encode(
                 &ctx,
                 &mut encoder,
                 &scratch.frame.image,
@@ -536,7 +653,7 @@ impl Trainer {
                 &scratch.loss,
             )?;
             ctx.queue.submit([encoder.finish()]);
-            let metrics = self.loss.read_metrics(&ctx, &scratch.loss)?;
+            let metrics = self.kernels.loss.read_metrics(&ctx, &scratch.loss)?;
             psnr += metrics.psnr();
             ssim += metrics.ssim;
         }
@@ -567,7 +684,10 @@ impl Trainer {
 }
 
 /// Adam's moments and the densification statistics, read back.
-fn download_optimizer(ctx: &GpuContext, state: &TrainState) -> Result<HostOptimizerState, GpuError> {
+fn download_optimizer(
+    ctx: &GpuContext,
+    state: &TrainState,
+) -> Result<HostOptimizerState, GpuError> {
     let mut moments = Vec::with_capacity(8);
     for m in state.adam.moments() {
         let floats = (m.m.size() / 4) as usize;
@@ -579,16 +699,27 @@ fn download_optimizer(ctx: &GpuContext, state: &TrainState) -> Result<HostOptimi
 
 /// Gradients (zero) and moments for `splats`, the moments and statistics from `host` where
 /// it has them (empty for a fresh run: zeros).
-fn restore_optimizer(ctx: &GpuContext, splats: GpuSplats, host: &HostOptimizerState, owner: Owner) -> Result<TrainState, GpuError> {
+fn restore_optimizer(
+    ctx: &GpuContext,
+    splats: GpuSplats,
+    host: &HostOptimizerState,
+    owner: Owner,
+) -> Result<TrainState, GpuError> {
     let state = TrainState::new(ctx, splats, owner)?;
     let buffers = state.adam.moments();
     if !host.moments.is_empty() {
         if host.moments.len() != buffers.len() {
-            return Err(GpuError::Validation { label: "resume".into(), message: "optimizer state has the wrong shape".into() });
+            return Err(GpuError::Validation {
+                label: "resume".into(),
+                message: "optimizer state has the wrong shape".into(),
+            });
         }
         for (buffer, (m, v)) in buffers.iter().zip(&host.moments) {
             if (m.len() * 4) as u64 != buffer.m.size() || (v.len() * 4) as u64 != buffer.v.size() {
-                return Err(GpuError::Validation { label: "resume".into(), message: "optimizer state does not match the splats".into() });
+                return Err(GpuError::Validation {
+                    label: "resume".into(),
+                    message: "optimizer state does not match the splats".into(),
+                });
             }
             ctx.queue.write_buffer(&buffer.m, 0, bytemuck::cast_slice(m));
             ctx.queue.write_buffer(&buffer.v, 0, bytemuck::cast_slice(v));
@@ -596,7 +727,10 @@ fn restore_optimizer(ctx: &GpuContext, splats: GpuSplats, host: &HostOptimizerSt
     }
     if !host.densify.is_empty() {
         if (host.densify.len() * 4) as u64 != state.grads.densify.size() {
-            return Err(GpuError::Validation { label: "resume".into(), message: "densification statistics do not match the splats".into() });
+            return Err(GpuError::Validation {
+                label: "resume".into(),
+                message: "densification statistics do not match the splats".into(),
+            });
         }
         ctx.queue.write_buffer(&state.grads.densify, 0, bytemuck::cast_slice(&host.densify));
     }

@@ -13,8 +13,11 @@ use splat_trainer::loss::LossWeights;
 use splat_trainer::train::{LearningRates, TrainConfig, Trainer};
 
 fn dataset() -> Arc<Dataset> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/datasets/desk-statue-colmap");
-    Arc::new(load_dataset(&path, &LoadOptions { max_resolution: 48, ..LoadOptions::default() }).unwrap())
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/datasets/desk-statue-colmap");
+    Arc::new(
+        load_dataset(&path, &LoadOptions { max_resolution: 48, ..LoadOptions::default() }).unwrap(),
+    )
 }
 
 fn config() -> TrainConfig {
@@ -24,7 +27,12 @@ fn config() -> TrainConfig {
         sh_degree_interval: 20,
         // Densify inside the window so statistics and reallocation are part of what must
         // survive a pause.
-        strategy: Strategy::Default(DefaultConfig { start: 20, refine_every: 20, stop: 200, ..DefaultConfig::default() }),
+        strategy: Strategy::Default(DefaultConfig {
+            start: 20,
+            refine_every: 20,
+            stop: 200,
+            ..DefaultConfig::default()
+        }),
         max_splats: 20_000,
         eval_every: 0,
         seed: 5,
@@ -59,9 +67,20 @@ fn pause_resume_and_snapshots_continue_exactly() {
     let mut resumed = losses(&mut b, 20);
     b.pause().unwrap();
     let snap = ctx.ledger().snapshot();
-    let owned: u64 = snap.allocations.iter().filter(|a| a.owner == Owner::Run(3)).map(|a| a.bytes).sum();
-    let params: u64 = snap.allocations.iter().filter(|a| a.owner == Owner::Run(3) && a.category == Category::SplatParameters).map(|a| a.bytes).sum();
-    assert_eq!(owned, params, "paused run holds only its parameters: {:?}", snap.allocations.iter().filter(|a| a.owner == Owner::Run(3)).collect::<Vec<_>>());
+    let owned: u64 =
+        snap.allocations.iter().filter(|a| a.owner == Owner::Run(3)).map(|a| a.bytes).sum();
+    let params: u64 = snap
+        .allocations
+        .iter()
+        .filter(|a| a.owner == Owner::Run(3) && a.category == Category::SplatParameters)
+        .map(|a| a.bytes)
+        .sum();
+    assert_eq!(
+        owned,
+        params,
+        "paused run holds only its parameters: {:?}",
+        snap.allocations.iter().filter(|a| a.owner == Owner::Run(3)).collect::<Vec<_>>()
+    );
     assert!(b.step().is_err(), "a paused run does not step");
     b.resume().unwrap();
     resumed.extend(losses(&mut b, 20));
@@ -69,7 +88,8 @@ fn pause_resume_and_snapshots_continue_exactly() {
     // Snapshot at 40, restore into a new run, continue 30 steps.
     let saved = b.snapshot().unwrap();
     drop(b);
-    let mut c = Trainer::from_snapshot(&ctx, Arc::clone(&data), saved.clone(), Owner::Run(4)).unwrap();
+    let mut c =
+        Trainer::from_snapshot(&ctx, Arc::clone(&data), saved.clone(), Owner::Run(4)).unwrap();
     assert_eq!(c.snapshot().unwrap(), saved, "restored state equals the saved state");
     resumed.extend(losses(&mut c, 30));
 
@@ -78,7 +98,10 @@ fn pause_resume_and_snapshots_continue_exactly() {
     if noise == 0.0 {
         assert_eq!(resumed, reference, "the adapter is deterministic: resuming must be exact");
     } else {
-        assert!(worst <= 4.0 * noise, "resumed runs differ ({worst}) more than the adapter's noise ({noise})");
+        assert!(
+            worst <= 4.0 * noise,
+            "resumed runs differ ({worst}) more than the adapter's noise ({noise})"
+        );
     }
 
     // Training can go on past the planned steps.

@@ -1,0 +1,702 @@
+//! The trainer task: one named thread owns every run's GPU state. The UI and the command line
+//! talk to it only through a bounded command channel and a bounded event channel.
+//!
+//! States: `Empty → Loading → Ready → Training ⇄ Paused`, `Stop → Ready`; `NewRun` from
+//! Ready, Training or Paused tears the current run down and starts again from the init.
+//! Commands that make no sense in a state are answered with a warning event, never a panic.
+//!
+//! Teardown order: stop stepping → drop the run (optimizer state, scratch, parameters, in
+//! that order inside [`Trainer`]) → wait for the GPU to finish → check the ledger holds zero
+//! bytes for the run's owner (an error event names what is left) → only then read the next
+//! dataset or init.
+//!
+//! Why a thread and not an async task: every step blocks on the GPU (two read-backs), and
+//! `device.poll` must not run on an executor thread; a dedicated thread that steps between
+//! commands is the simplest owner. Pause takes effect before the next step starts.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use splat_formats::{PointCloud, Splats, ply, spz};
+use splat_render::{GpuContext, LedgerSnapshot, Owner};
+
+use crate::checkpoint::{self, Checkpoint};
+use crate::dataset::{Dataset, LoadOptions, load_dataset};
+use crate::init::splats_from_points;
+use crate::train::HostOptimizerState;
+use crate::train::{EvalStats, RunSnapshot, StepStats, TrainConfig, TrainKernels, Trainer};
+
+/// Commands waiting for the task at most; a full queue is an error for the sender, never a
+/// wait.
+pub const COMMAND_CAPACITY: usize = 64;
+/// Events waiting for the receiver at most. Progress and memory events are dropped when it is
+/// full (the next one supersedes them); the others wait for room.
+pub const EVENT_CAPACITY: usize = 1024;
+/// Random points for a dataset without a point cloud (3DGS's NeRF-synthetic default).
+pub const RANDOM_INIT_POINTS: usize = 100_000;
+/// A memory event every this many steps while training.
+const MEMORY_EVERY: u32 = 10;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// Load a dataset (tears down any run first).
+    LoadDataset {
+        path: PathBuf,
+        options: LoadOptions,
+    },
+    /// Use this point cloud as init.ply for the loaded dataset's next run.
+    LoadInit {
+        path: PathBuf,
+    },
+    /// Start a run on the loaded dataset.
+    Start {
+        config: TrainConfig,
+    },
+    Pause,
+    Resume,
+    /// End the run and free it; the dataset stays loaded.
+    Stop,
+    /// Tear the run down and start again from the init, with new settings or the last ones.
+    NewRun {
+        config: Option<TrainConfig>,
+    },
+    /// Let the run go on to this many steps in all.
+    SetSteps {
+        steps: u32,
+    },
+    /// Write the current splats: `.ply` or `.spz` by extension.
+    Export {
+        path: PathBuf,
+    },
+    SaveCheckpoint {
+        path: PathBuf,
+    },
+    /// Continue a saved run on the loaded dataset (it must be the same dataset); the run
+    /// comes back paused.
+    LoadCheckpoint {
+        path: PathBuf,
+    },
+    /// Answered with [`Event::Pong`] once every earlier command has been handled: a barrier
+    /// for tests and for measuring how long the task takes to react.
+    Ping {
+        id: u64,
+    },
+    Shutdown,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskState {
+    Empty,
+    Loading,
+    Ready,
+    Training,
+    Paused,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    State(TaskState),
+    DatasetLoaded {
+        path: PathBuf,
+        train: usize,
+        eval: usize,
+        init_points: usize,
+    },
+    RunStarted {
+        run: u64,
+        splats: u32,
+        steps: u32,
+    },
+    Step(StepStats),
+    Eval(EvalStats),
+    /// The run reached its planned steps (it stays, paused: export it or extend it).
+    Finished {
+        step: u32,
+    },
+    Memory(LedgerSnapshot),
+    Exported(PathBuf),
+    CheckpointSaved(PathBuf),
+    Warning(String),
+    Error(String),
+    Pong {
+        id: u64,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error("the trainer is busy: {COMMAND_CAPACITY} commands are already waiting")]
+    Busy,
+    #[error("the trainer has stopped")]
+    Stopped,
+    #[error("could not start the trainer thread: {0}")]
+    Spawn(std::io::Error),
+}
+
+/// The sending side, held by the UI or the command line.
+#[derive(Debug)]
+pub struct TaskHandle {
+    commands: SyncSender<Command>,
+    events: Receiver<Event>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TaskHandle {
+    /// Starts the task on its own thread, on `ctx`'s device.
+    pub fn spawn(ctx: GpuContext) -> Result<Self, TaskError> {
+        let (commands, command_rx) = sync_channel(COMMAND_CAPACITY);
+        let (event_tx, events) = sync_channel(EVENT_CAPACITY);
+        let thread = std::thread::Builder::new()
+            .name("splat-trainer".into())
+            .spawn(move || Task::new(ctx, command_rx, event_tx).run())
+            .map_err(TaskError::Spawn)?;
+        Ok(Self { commands, events, thread: Some(thread) })
+    }
+
+    /// Queues a command; never waits.
+    pub fn send(&self, command: Command) -> Result<(), TaskError> {
+        self.commands.try_send(command).map_err(|e| match e {
+            TrySendError::Full(_) => TaskError::Busy,
+            TrySendError::Disconnected(_) => TaskError::Stopped,
+        })
+    }
+
+    /// The next event, if one is waiting.
+    #[must_use]
+    pub fn try_event(&self) -> Option<Event> {
+        self.events.try_recv().ok()
+    }
+
+    /// The next event, waiting at most `timeout`.
+    #[must_use]
+    pub fn event_timeout(&self, timeout: Duration) -> Option<Event> {
+        self.events.recv_timeout(timeout).ok()
+    }
+
+    /// Sends `Shutdown` and waits for the thread to end (after its teardown).
+    pub fn shutdown(mut self) {
+        self.stop_thread();
+    }
+
+    fn stop_thread(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            // If the queue is full or the task is gone, dropping the sender below ends it too.
+            let _ = self.commands.try_send(Command::Shutdown);
+            // Drain events so a task waiting for room can finish.
+            while !thread.is_finished() {
+                while self.events.try_recv().is_ok() {}
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if thread.join().is_err() {
+                log::error!("the trainer thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for TaskHandle {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}
+
+/// What the task owns.
+struct Task {
+    ctx: GpuContext,
+    commands: Receiver<Command>,
+    events: SyncSender<Event>,
+    receiver_gone: bool,
+    state: TaskState,
+    dataset: Option<Arc<Dataset>>,
+    init: Option<PointCloud>,
+    trainer: Option<Trainer>,
+    /// Built once, shared by every run.
+    kernels: Arc<TrainKernels>,
+    last_config: Option<TrainConfig>,
+    next_run: u64,
+    run_started: Instant,
+}
+
+impl Task {
+    fn new(ctx: GpuContext, commands: Receiver<Command>, events: SyncSender<Event>) -> Self {
+        Self {
+            kernels: Arc::new(TrainKernels::new(&ctx)),
+            ctx,
+            commands,
+            events,
+            receiver_gone: false,
+            state: TaskState::Empty,
+            dataset: None,
+            init: None,
+            trainer: None,
+            last_config: None,
+            next_run: 1,
+            run_started: Instant::now(),
+        }
+    }
+
+    fn run(mut self) {
+        self.emit(Event::State(TaskState::Empty));
+        loop {
+            let command = if self.state == TaskState::Training {
+                match self.commands.try_recv() {
+                    Ok(command) => Some(command),
+                    Err(std::sync::mpsc::TryRecvError::Empty) => None,
+                    Err(std::sync::mpsc::TryRecvError::Disconnected) => Some(Command::Shutdown),
+                }
+            } else {
+                match self.commands.recv_timeout(Duration::from_millis(200)) {
+                    Ok(command) => Some(command),
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => Some(Command::Shutdown),
+                }
+            };
+            match command {
+                Some(Command::Shutdown) => {
+                    self.teardown();
+                    return;
+                }
+                Some(command) => self.handle(command),
+                None => self.train_one_step(),
+            }
+        }
+    }
+
+    /// Sends an event. Progress and memory events are dropped when the receiver is behind;
+    /// others wait for room. A receiver that is gone is noted once; the task goes on (the
+    /// command line may stop listening before it sends Shutdown).
+    fn emit(&mut self, event: Event) {
+        if self.receiver_gone {
+            return;
+        }
+        let droppable = matches!(event, Event::Step(_) | Event::Memory(_));
+        let result = if droppable {
+            match self.events.try_send(event) {
+                Ok(()) | Err(TrySendError::Full(_)) => Ok(()),
+                Err(TrySendError::Disconnected(_)) => Err(()),
+            }
+        } else {
+            self.events.send(event).map_err(|_| ())
+        };
+        if result.is_err() {
+            log::warn!("nobody receives the trainer's events any more");
+            self.receiver_gone = true;
+        }
+    }
+
+    fn set_state(&mut self, state: TaskState) {
+        if self.state != state {
+            self.state = state;
+            self.emit(Event::State(state));
+        }
+    }
+
+    fn warn(&mut self, message: impl Into<String>) {
+        self.emit(Event::Warning(message.into()));
+    }
+
+    fn error(&mut self, message: impl Into<String>) {
+        self.emit(Event::Error(message.into()));
+    }
+
+    fn memory(&mut self) {
+        let snapshot = self.ctx.ledger().snapshot();
+        self.emit(Event::Memory(snapshot));
+    }
+
+    fn handle(&mut self, command: Command) {
+        match command {
+            Command::LoadDataset { path, options } => self.load_dataset(&path, &options),
+            Command::LoadInit { path } => self.load_init(&path),
+            Command::Start { config } => {
+                if self.state == TaskState::Ready {
+                    self.start(&config);
+                } else {
+                    self.warn(format!("cannot start a run while {:?}", self.state));
+                }
+            }
+            Command::NewRun { config } => {
+                match (self.state, config.or_else(|| self.last_config.clone())) {
+                    (TaskState::Ready | TaskState::Training | TaskState::Paused, Some(config)) => {
+                        self.teardown();
+                        self.start(&config);
+                    }
+                    (TaskState::Ready | TaskState::Training | TaskState::Paused, None) => {
+                        self.warn("no settings for a new run: start one first");
+                    }
+                    (state, _) => self.warn(format!("cannot start a new run while {state:?}")),
+                }
+            }
+            Command::Pause => match self.trainer.as_mut() {
+                Some(trainer) if self.state == TaskState::Training => match trainer.pause() {
+                    Ok(()) => {
+                        self.set_state(TaskState::Paused);
+                        self.memory();
+                    }
+                    Err(e) => self.fail_run(&format!("pause failed: {e}")),
+                },
+                _ => self.warn(format!("nothing to pause while {:?}", self.state)),
+            },
+            Command::Resume => self.resume(),
+            Command::Stop => {
+                if matches!(self.state, TaskState::Training | TaskState::Paused) {
+                    self.teardown();
+                    self.set_state(TaskState::Ready);
+                } else {
+                    self.warn(format!("nothing to stop while {:?}", self.state));
+                }
+            }
+            Command::SetSteps { steps } => match self.trainer.as_mut() {
+                Some(trainer) => trainer.set_planned_steps(steps),
+                None => self.warn("no run to extend"),
+            },
+            Command::Export { path } => self.export(&path),
+            Command::SaveCheckpoint { path } => self.save_checkpoint(&path),
+            Command::LoadCheckpoint { path } => self.load_checkpoint(&path),
+            Command::Ping { id } => self.emit(Event::Pong { id }),
+            Command::Shutdown => {}
+        }
+    }
+
+    fn load_dataset(&mut self, path: &Path, options: &LoadOptions) {
+        self.teardown();
+        self.dataset = None;
+        self.init = None;
+        self.set_state(TaskState::Loading);
+        match load_dataset(path, options) {
+            Ok(dataset) => {
+                for warning in &dataset.warnings {
+                    self.warn(warning.clone());
+                }
+                self.emit(Event::DatasetLoaded {
+                    path: path.to_path_buf(),
+                    train: dataset.train.len(),
+                    eval: dataset.eval.len(),
+                    init_points: dataset.init_points.as_ref().map_or(0, PointCloud::len),
+                });
+                self.dataset = Some(Arc::new(dataset));
+                self.set_state(TaskState::Ready);
+            }
+            Err(e) => {
+                self.error(format!("cannot load dataset: {e}"));
+                self.set_state(TaskState::Empty);
+            }
+        }
+    }
+
+    fn load_init(&mut self, path: &Path) {
+        if self.dataset.is_none() {
+            self.warn("load a dataset before its init.ply");
+            return;
+        }
+        let cloud =
+            std::fs::read(path).map_err(|e| format!("{}: {e}", path.display())).and_then(|bytes| {
+                ply::read_points(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+            });
+        match cloud {
+            Ok(cloud) if !cloud.is_empty() => {
+                self.init = Some(cloud);
+                if self.trainer.is_some() {
+                    self.warn("the new init.ply is used from the next run on");
+                }
+            }
+            Ok(_) => self.error(format!("{}: the point cloud is empty", path.display())),
+            Err(e) => self.error(format!("cannot use init.ply: {e}")),
+        }
+    }
+
+    /// Splats to start from: the loaded init.ply, else the dataset's points, else random.
+    fn initial_splats(&self, dataset: &Dataset, config: &TrainConfig) -> Splats {
+        let cloud = self
+            .init
+            .clone()
+            .or_else(|| dataset.init_points.clone().filter(|p| !p.is_empty()))
+            .unwrap_or_else(|| dataset.random_points(RANDOM_INIT_POINTS, config.seed));
+        let mut splats = splats_from_points(&cloud, config.sh_degree);
+        keep_at_most(&mut splats, config.max_splats as usize);
+        splats
+    }
+
+    fn start(&mut self, config: &TrainConfig) {
+        let Some(dataset) = self.dataset.clone() else {
+            self.warn("load a dataset first");
+            return;
+        };
+        let init = self.initial_splats(&dataset, config);
+        let owner = Owner::Run(self.next_run);
+        self.next_run += 1;
+        self.last_config = Some(config.clone());
+        self.ctx.ledger().reset_peak();
+        let snapshot = RunSnapshot {
+            splats: init,
+            optimizer: HostOptimizerState::default(),
+            step: 0,
+            rng: config.seed,
+            order: Vec::new(),
+            config: config.clone(),
+        };
+        match Trainer::from_snapshot_with(
+            Arc::clone(&self.kernels),
+            &self.ctx,
+            dataset,
+            snapshot,
+            owner,
+        ) {
+            Ok(trainer) => {
+                self.emit(Event::RunStarted {
+                    run: self.next_run - 1,
+                    splats: trainer.splat_count(),
+                    steps: config.steps,
+                });
+                self.trainer = Some(trainer);
+                self.run_started = Instant::now();
+                self.set_state(TaskState::Training);
+                self.memory();
+            }
+            Err(e) => {
+                self.error(format!("cannot start the run: {e}"));
+                self.check_freed(owner);
+                self.set_state(TaskState::Ready);
+            }
+        }
+    }
+
+    fn resume(&mut self) {
+        let Some(trainer) = self.trainer.as_mut() else {
+            self.warn(format!("nothing to resume while {:?}", self.state));
+            return;
+        };
+        if self.state != TaskState::Paused {
+            self.warn(format!("nothing to resume while {:?}", self.state));
+            return;
+        }
+        if trainer.step_count() >= trainer.config().steps {
+            self.warn("the run has reached its planned steps: extend it first (SetSteps)");
+            return;
+        }
+        match trainer.resume() {
+            Ok(()) => {
+                self.set_state(TaskState::Training);
+                self.memory();
+            }
+            Err(e) => self.fail_run(&format!("resume failed: {e}")),
+        }
+    }
+
+    fn train_one_step(&mut self) {
+        let Some(trainer) = self.trainer.as_mut() else {
+            self.set_state(TaskState::Ready);
+            return;
+        };
+        let result = trainer.step();
+        let eval_every = trainer.config().eval_every;
+        let planned = trainer.config().steps;
+        match result {
+            Ok(stats) => {
+                let eval =
+                    (eval_every > 0 && stats.step % eval_every == 0) || stats.step >= planned;
+                let eval = if eval { Some(trainer.evaluate()) } else { None };
+                self.emit(Event::Step(stats));
+                match eval {
+                    Some(Ok(eval)) => self.emit(Event::Eval(eval)),
+                    Some(Err(e)) => self.warn(format!("evaluation failed: {e}")),
+                    None => {}
+                }
+                if stats.step % MEMORY_EVERY == 0 || stats.refine.is_some() {
+                    self.memory();
+                }
+                for error in self.ctx.take_uncaptured_errors() {
+                    self.error(format!("GPU error: {error}"));
+                }
+                if stats.step >= planned {
+                    self.emit(Event::Finished { step: stats.step });
+                    if let Some(trainer) = self.trainer.as_mut()
+                        && let Err(e) = trainer.pause()
+                    {
+                        self.fail_run(&format!("pause failed: {e}"));
+                        return;
+                    }
+                    self.set_state(TaskState::Paused);
+                    self.memory();
+                }
+            }
+            Err(e) => self.fail_run(&format!("training step failed: {e}")),
+        }
+    }
+
+    /// A GPU error in the run: report it, free the run, stay usable.
+    fn fail_run(&mut self, message: &str) {
+        self.error(message);
+        self.teardown();
+        self.set_state(if self.dataset.is_some() { TaskState::Ready } else { TaskState::Empty });
+    }
+
+    /// Drops the run and checks that its owner holds nothing afterwards.
+    fn teardown(&mut self) {
+        if let Some(trainer) = self.trainer.take() {
+            let owner = trainer.owner();
+            drop(trainer);
+            self.check_freed(owner);
+            self.memory();
+        }
+    }
+
+    fn check_freed(&mut self, owner: Owner) {
+        if let Err(e) = self.ctx.wait_idle() {
+            self.error(format!("waiting for the GPU failed: {e}"));
+        }
+        let left = self.ctx.ledger().owner_bytes(owner);
+        if left != 0 {
+            let what: Vec<String> = self
+                .ctx
+                .ledger()
+                .snapshot()
+                .allocations
+                .iter()
+                .filter(|a| a.owner == owner)
+                .map(|a| format!("{} ({} bytes)", a.label, a.bytes))
+                .collect();
+            self.error(format!("{owner} left {left} bytes on the GPU: {}", what.join(", ")));
+        }
+    }
+
+    fn export(&mut self, path: &Path) {
+        let Some(trainer) = self.trainer.as_ref() else {
+            self.warn("nothing to export: no run");
+            return;
+        };
+        let result = trainer
+            .splats()
+            .map_err(|e| e.to_string())
+            .and_then(|splats| write_splats(path, &splats));
+        match result {
+            Ok(()) => self.emit(Event::Exported(path.to_path_buf())),
+            Err(e) => self.error(format!("export failed: {e}")),
+        }
+    }
+
+    fn save_checkpoint(&mut self, path: &Path) {
+        let (Some(trainer), Some(dataset)) = (self.trainer.as_ref(), self.dataset.as_ref()) else {
+            self.warn("nothing to checkpoint: no run");
+            return;
+        };
+        let result = trainer.snapshot().map_err(|e| e.to_string()).and_then(|snapshot| {
+            let checkpoint =
+                Checkpoint { snapshot, dataset: checkpoint::dataset_identity(dataset) };
+            checkpoint::save(path, &checkpoint).map_err(|e| e.to_string())
+        });
+        match result {
+            Ok(()) => self.emit(Event::CheckpointSaved(path.to_path_buf())),
+            Err(e) => self.error(format!("saving the checkpoint failed: {e}")),
+        }
+    }
+
+    fn load_checkpoint(&mut self, path: &Path) {
+        let Some(dataset) = self.dataset.clone() else {
+            self.warn("load the checkpoint's dataset first");
+            return;
+        };
+        let checkpoint = match checkpoint::load(path) {
+            Ok(checkpoint) => checkpoint,
+            Err(e) => {
+                self.error(format!("cannot load checkpoint: {e}"));
+                return;
+            }
+        };
+        let here = checkpoint::dataset_identity(&dataset);
+        if here.fingerprint != checkpoint.dataset.fingerprint {
+            self.error(format!(
+                "{}: the checkpoint belongs to another dataset ({}), not {}",
+                path.display(),
+                checkpoint.dataset.path,
+                here.path
+            ));
+            return;
+        }
+        self.teardown();
+        let owner = Owner::Run(self.next_run);
+        self.next_run += 1;
+        let config = checkpoint.snapshot.config.clone();
+        match Trainer::from_snapshot_with(
+            Arc::clone(&self.kernels),
+            &self.ctx,
+            dataset,
+            checkpoint.snapshot,
+            owner,
+        ) {
+            Ok(mut trainer) => {
+                self.last_config = Some(config);
+                let paused = trainer.pause();
+                self.emit(Event::RunStarted {
+                    run: self.next_run - 1,
+                    splats: trainer.splat_count(),
+                    steps: trainer.config().steps,
+                });
+                self.trainer = Some(trainer);
+                match paused {
+                    Ok(()) => self.set_state(TaskState::Paused),
+                    Err(e) => self.fail_run(&format!("pause failed: {e}")),
+                }
+            }
+            Err(e) => {
+                self.error(format!("cannot continue the checkpoint: {e}"));
+                self.check_freed(owner);
+                self.set_state(TaskState::Ready);
+            }
+        }
+    }
+}
+
+/// Writes `.ply` or `.spz` (by extension) through a temporary file and a rename.
+pub fn write_splats(path: &Path, splats: &Splats) -> Result<(), String> {
+    let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    let bytes = match extension.as_str() {
+        "ply" => {
+            let mut bytes = Vec::new();
+            ply::write_splats(splats, &mut bytes).map_err(|e| e.to_string())?;
+            bytes
+        }
+        "spz" => spz::write(splats).map_err(|e| e.to_string())?,
+        _ => return Err(format!("{}: export as .ply or .spz", path.display())),
+    };
+    write_atomically(path, &bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Writes through `NAME.partial` in the same folder, synced, then renamed: a crash never
+/// leaves a truncated file under the final name.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    let tmp = path.with_file_name(name);
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Keeps at most `max` splats, evenly spread over the input order.
+pub fn keep_at_most(splats: &mut Splats, max: usize) {
+    let n = splats.len();
+    if n <= max {
+        return;
+    }
+    let keep: Vec<usize> = (0..max).map(|i| i * n / max).collect();
+    let rest = splats.rest_per_splat();
+    splats.means = keep.iter().map(|&i| splats.means[i]).collect();
+    splats.log_scales = keep.iter().map(|&i| splats.log_scales[i]).collect();
+    splats.sh_dc = keep.iter().map(|&i| splats.sh_dc[i]).collect();
+    splats.rotations = keep.iter().map(|&i| splats.rotations[i]).collect();
+    splats.opacity_logits = keep.iter().map(|&i| splats.opacity_logits[i]).collect();
+    splats.sh_rest =
+        keep.iter().flat_map(|&i| splats.sh_rest[i * rest..(i + 1) * rest].to_vec()).collect();
+}
