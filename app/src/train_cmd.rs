@@ -163,7 +163,7 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                     &out.join("metrics.json"),
                     serde_json::to_string_pretty(&metrics)?.as_bytes(),
                 )
-                .with_context(|| format!("{}: cannot write", out.join("metrics.json").display()))?;
+                .map_err(anyhow::Error::msg)?;
                 eprintln!("wrote {}", out.display());
                 return Ok(());
             }

@@ -168,7 +168,8 @@ impl CheckpointError {
         Self::File { file: path.display().to_string(), error: Box::new(error) }
     }
 
-    fn io(action: impl Into<String>, source: io::Error) -> Self {
+    /// An I/O failure while doing `action`.
+    pub(crate) fn io(action: impl Into<String>, source: io::Error) -> Self {
         Self::Io { action: action.into(), source }
     }
 }

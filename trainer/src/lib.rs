@@ -5,6 +5,7 @@ pub mod dataset;
 pub mod densify;
 pub mod init;
 pub mod loss;
+pub mod memory;
 pub mod optim;
 pub mod task;
 pub mod train;

@@ -662,26 +662,18 @@ pub fn write_splats(path: &Path, splats: &Splats) -> Result<(), String> {
         "spz" => spz::write(splats).map_err(|e| e.to_string())?,
         _ => return Err(format!("{}: export as .ply or .spz", path.display())),
     };
-    write_atomically(path, &bytes).map_err(|e| format!("{}: {e}", path.display()))
+    write_atomically(path, &bytes)
 }
 
-/// Writes through `NAME.partial` in the same folder, synced, then renamed: a crash never
-/// leaves a truncated file under the final name.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes `bytes` atomically: a temporary file in the same folder, synced, then renamed
+/// (see [`checkpoint::write_atomically`]), so a crash never leaves a truncated file under the
+/// final name.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     use std::io::Write as _;
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
-    let tmp = path.with_file_name(name);
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    checkpoint::write_atomically(path, |out| {
+        out.write_all(bytes).map_err(|e| checkpoint::CheckpointError::io("write", e))
+    })
+    .map_err(|e| e.to_string())
 }
 
 /// Keeps at most `max` splats, evenly spread over the input order.

@@ -1,0 +1,491 @@
+//! Predicting a training run's peak GPU memory before it starts, and capping the splat count
+//! so that the prediction fits a budget.
+//!
+//! The peak of a run is the refinement that reaches (or works at) the splat cap: densification
+//! builds the new parameters, gradients, statistics and Adam moments while the old ones are
+//! still alive (densify/mod.rs, `Densifier::apply`), next to everything a step keeps (the
+//! rasterizer's [`FrameScratch`](splat_render::FrameScratch), the loss scratch, the gradient
+//! image and the two target images). So, with `C` the cap, `P` the pixels and `T` the 16×16
+//! tiles of the largest image, and `I` the most tile intersections of one frame:
+//!
+//! ```text
+//! peak = (1 + refine_overlap) · state(C)     parameters, gradients, statistics, moments
+//!      + 32 B · C                             the refinement plan
+//!      + frame(growth · C, growth · I)        rasterizer scratch, grown by half again
+//!      + 84 B · P + 40 B · T                  images, loss maps, tile ranges and sums
+//!      + small fixed buffers                  uniforms, scan/sort parameters, readback
+//! ```
+//!
+//! Every term is derived from the buffer layouts (render/src/gpu_splats.rs,
+//! render/src/renderer.rs, render/src/kernels/{scan,sort}.rs, trainer/src/optim/adam.rs,
+//! trainer/src/loss/mod.rs, trainer/src/densify/mod.rs, trainer/src/train.rs), minimum sizes
+//! included; per splat of SH degree `d` (`K = (d + 1)²` coefficients):
+//!
+//! | what                                  | bytes per splat      | SH 0 | SH 3 |
+//! |---------------------------------------|----------------------|------|------|
+//! | parameters (means 3, scales 3, quat 4, opacity 1, SH 3K floats) | 4·(11 + 3K) | 56 | 236 |
+//! | gradients                             | 4·(11 + 3K)          | 56   | 236  |
+//! | Adam moments m and v                  | 8·(11 + 3K)          | 112  | 472  |
+//! | densification statistics              | 12                   | 12   | 12   |
+//! | **state(n)**                          | 16·(11 + 3K) + 12    | 236  | 956  |
+//! | refinement plan                       | 32                   | 32   | 32   |
+//! | frame scratch per splat of capacity   | ~112.2               |      |      |
+//! | frame scratch per intersection of capacity | ~16.1           |      |      |
+//!
+//! The factors that are not fixed by a layout were measured on real runs
+//! ([`measure_peak`], the tests in trainer/tests/memory_prediction.rs); see [`MemoryModel`]
+//! for each number and where it came from.
+
+use std::sync::Arc;
+
+use splat_formats::Splats;
+use splat_render::gpu_splats::BAND_COEFFS;
+use splat_render::kernels::{DENSIFY_FLOATS, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS};
+use splat_render::{
+    Category, FrameScratch, GpuContext, GpuError, GpuSplats, Owner, RenderSettings, Renderer,
+    TILE_SIZE, wgpu,
+};
+
+use crate::dataset::Dataset;
+use crate::densify::{McmcConfig, Strategy};
+use crate::init::splats_from_points;
+use crate::loss::LossWeights;
+use crate::train::{LearningRates, TrainConfig, Trainer};
+
+/// Tile intersections per splat that [`RunShape::new`] assumes: the most seen in any view of
+/// a real training run (desk-statue-colmap at 128×84 pixels, from its 1,443 COLMAP points,
+/// default densification up to 21k splats over 1,500 steps: 3.13 at the start, 3.64 at
+/// most, 2.70 at the end), rounded up. Random initialisations and other resolutions differ a
+/// lot (0.1 for a million random splats at 64 px, 12.7 for 5k at 256 px): measure a run's own
+/// with [`measure_intersections_per_splat`] where the intersections matter (small SH degrees,
+/// large images).
+pub const DEFAULT_INTERSECTIONS_PER_SPLAT: f32 = 4.0;
+
+/// Bytes of one densification plan entry (`PlanEntry` in densify/plan.rs).
+const PLAN_ENTRY_BYTES: u64 = 32;
+/// Parameter buffers of a scene: means, log-scales, quats, opacities, SH bands 0..=3.
+const PARAM_FLOATS: [u64; 8] = [
+    3,
+    3,
+    4,
+    1,
+    BAND_COEFFS[0] as u64 * 3,
+    BAND_COEFFS[1] as u64 * 3,
+    BAND_COEFFS[2] as u64 * 3,
+    BAND_COEFFS[3] as u64 * 3,
+];
+/// Smallest parameter, gradient or moment buffer (a binding may not be empty).
+const MIN_PARAM_BUFFER: u64 = 16;
+/// Smallest rasterizer scratch buffer (renderer.rs, `scratch_buffer`).
+const MIN_SCRATCH_BUFFER: u64 = 64;
+/// Smallest capacity the rasterizer scratch grows to (renderer.rs, `grown`).
+const MIN_GROWN: u64 = 256;
+/// Adam's uniform slots: 8 of 256 bytes (optim/adam.rs), one set per train state.
+const ADAM_UNIFORM_BYTES: u64 = 8 * 256;
+/// The refinement's gather/split uniform slots: 9 of 256 bytes (densify/mod.rs).
+const DENSIFY_UNIFORM_BYTES: u64 = 9 * 256;
+/// Uniform blocks of the frame scratch, at their 64-byte minimum: render (144 bytes),
+/// intersect, raster, the intersection total and its readback (renderer.rs).
+const FRAME_FIXED_BYTES: u64 = 144 + 4 * MIN_SCRATCH_BUFFER;
+/// The loss's parameter block (loss/mod.rs, `LossParams`).
+const LOSS_PARAMS_BYTES: u64 = 32;
+/// Bytes per pixel of the loss's derivative maps (3 channels × 3 maps × f32).
+const LOSS_MAPS_BYTES_PER_PIXEL: u64 = 36;
+/// Elements per block of the prefix scan and the radix sort (kernels/{scan,sort}.rs).
+const SCAN_BLOCK: u64 = 1024;
+/// Digits of a radix sort pass (kernels/sort.rs).
+const SORT_RADIX: u64 = 16;
+/// Parameter slots of the scan and the sort are 256 bytes apart; the sort has 8 (32-bit keys).
+const PARAM_STRIDE: u64 = 256;
+const SORT_PARAM_SLOTS: u64 = 8;
+
+/// The constants of the prediction that no buffer layout fixes, with where each came from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MemoryModel {
+    /// Capacity of the rasterizer's per-splat and per-intersection scratch over what a frame
+    /// needs. From the code (renderer.rs `grown`: half again, at least 256), and measured: in
+    /// every run of the tests the ledger's scratch buffers were sized for 1.5 × the splats
+    /// rendered (a run whose count rose since the scratch last grew holds between 1 and 1.5 ×
+    /// its count; the bound takes 1.5 × the cap).
+    pub scratch_growth: f64,
+    /// Share of a second train state alive at a refinement's peak, besides the refined one.
+    /// Measured: `(peak − steady) / (state(C) + plan(C))` was 1.000 in runs where an MCMC
+    /// refinement at the cap relocates dead splats (old and new state both hold `C` splats,
+    /// the worst case of every strategy: the new count never exceeds the cap and the old
+    /// count never exceeds it either). A run's earlier refinements hold less (the old state
+    /// is smaller), so 1.0 bounds them.
+    pub refine_overlap: f64,
+    /// Factor on the whole prediction for what is not modelled: small, short-lived uniform
+    /// buffers of the MCMC kernels and the opacity reset, rounding of odd sizes. Measured:
+    /// the model without it came within 0.1 % of the measured peaks of the tests, so 1 % is
+    /// ample.
+    pub margin: f64,
+}
+
+impl MemoryModel {
+    /// The measured constants (see the fields).
+    pub const MEASURED: Self = Self { scratch_growth: 1.5, refine_overlap: 1.0, margin: 1.01 };
+}
+
+impl Default for MemoryModel {
+    fn default() -> Self {
+        Self::MEASURED
+    }
+}
+
+/// What a run will be: the inputs of the prediction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunShape {
+    /// The most splats the run may reach (its cap, or its initial count if that is larger).
+    pub splats: u64,
+    pub sh_degree: u32,
+    /// Size of the largest image the run renders (training or evaluation view).
+    pub width: u32,
+    pub height: u32,
+    /// Tile intersections per splat in the frame that has the most (tiles a splat touches,
+    /// averaged over the splats of that frame). [`DEFAULT_INTERSECTIONS_PER_SPLAT`] or
+    /// [`measure_intersections_per_splat`].
+    pub intersections_per_splat: f32,
+}
+
+impl RunShape {
+    /// A run of up to `splats` splats on images of up to `width`×`height`, with
+    /// [`DEFAULT_INTERSECTIONS_PER_SPLAT`].
+    #[must_use]
+    pub fn new(splats: u64, sh_degree: u32, width: u32, height: u32) -> Self {
+        Self {
+            splats,
+            sh_degree,
+            width,
+            height,
+            intersections_per_splat: DEFAULT_INTERSECTIONS_PER_SPLAT,
+        }
+    }
+
+    /// A run of up to `splats` splats on `dataset` (its largest view).
+    #[must_use]
+    pub fn for_dataset(dataset: &Dataset, splats: u64, sh_degree: u32) -> Self {
+        let (width, height) = largest_image(dataset);
+        Self::new(splats, sh_degree, width, height)
+    }
+
+    /// The same run with another splat count.
+    #[must_use]
+    pub fn with_splats(self, splats: u64) -> Self {
+        Self { splats, ..self }
+    }
+}
+
+/// A predicted peak.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prediction {
+    /// Bytes in the ledger at the run's peak (margin included).
+    pub peak_bytes: u64,
+    /// The peak by category (without the margin), categories with bytes only, in
+    /// [`Category::ALL`] order.
+    pub by_category: Vec<(Category, u64)>,
+}
+
+impl Prediction {
+    /// Bytes of `category` at the peak (without the margin).
+    #[must_use]
+    pub fn category_bytes(&self, category: Category) -> u64 {
+        self.by_category.iter().find(|(c, _)| *c == category).map_or(0, |(_, bytes)| *bytes)
+    }
+}
+
+/// Bytes by category, in [`Category::ALL`] order.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally([u64; Category::ALL.len()]);
+
+impl Tally {
+    fn add(&mut self, category: Category, bytes: u64) {
+        let index = Category::ALL.iter().position(|c| *c == category).unwrap_or(0);
+        self.0[index] = self.0[index].saturating_add(bytes);
+    }
+
+    fn total(&self) -> u64 {
+        self.0.iter().fold(0, |sum, bytes| sum.saturating_add(*bytes))
+    }
+}
+
+impl MemoryModel {
+    /// The predicted peak of a run of `shape`.
+    #[must_use]
+    pub fn predict(&self, shape: &RunShape) -> Prediction {
+        let n = shape.splats;
+        let d = shape.sh_degree.min(3);
+        let mut tally = Tally::default();
+
+        // The train state, once for the run and `refine_overlap` more during a refinement.
+        let states = 1.0 + self.refine_overlap.max(0.0);
+        let params = param_bytes(n, d);
+        let scale = |bytes: u64| (bytes as f64 * states).ceil() as u64;
+        tally.add(Category::SplatParameters, scale(params));
+        tally.add(Category::Gradients, scale(params));
+        tally.add(Category::OptimizerState, scale(2 * params));
+        tally.add(
+            Category::DensificationStats,
+            scale((n * DENSIFY_FLOATS * 4).max(MIN_PARAM_BUFFER)),
+        );
+        tally.add(Category::Other, scale(ADAM_UNIFORM_BYTES));
+        // The refinement's plan and uniforms.
+        tally.add(Category::Other, (n * PLAN_ENTRY_BYTES).max(4) + DENSIFY_UNIFORM_BYTES);
+
+        // The rasterizer's scratch, grown for the cap and for the most intersections.
+        let splat_capacity = self.grown(n);
+        let intersections = (n as f64 * f64::from(shape.intersections_per_splat.max(0.0))).ceil();
+        let intersection_capacity = self.grown(intersections as u64);
+        let pixels = u64::from(shape.width.max(1)) * u64::from(shape.height.max(1));
+        let tiles = u64::from(shape.width.max(1).div_ceil(TILE_SIZE))
+            * u64::from(shape.height.max(1).div_ceil(TILE_SIZE));
+        frame_scratch(&mut tally, splat_capacity, intersection_capacity, pixels, tiles);
+
+        // The rest of a step's scratch (train.rs `StepScratch`, loss/mod.rs `LossScratch`).
+        tally.add(Category::RasterizerScratch, pixels * 16); // v_image
+        tally.add(Category::DatasetImages, 2 * pixels * 4); // two RGBA8 targets
+        tally.add(Category::RasterizerScratch, pixels * LOSS_MAPS_BYTES_PER_PIXEL);
+        tally.add(Category::RasterizerScratch, tiles * 16); // per-tile sums
+        tally.add(Category::Other, tiles * 16 + LOSS_PARAMS_BYTES); // their readback, params
+
+        let by_category: Vec<(Category, u64)> = Category::ALL
+            .iter()
+            .zip(tally.0)
+            .filter(|(_, bytes)| *bytes > 0)
+            .map(|(c, bytes)| (*c, bytes))
+            .collect();
+        let peak_bytes = (tally.total() as f64 * self.margin.max(1.0)).ceil() as u64;
+        Prediction { peak_bytes, by_category }
+    }
+
+    /// The largest splat count whose predicted peak fits `budget_bytes` (0 if not even one
+    /// splat fits), everything else as in `shape`. At most `u32::MAX` (splat counts are u32
+    /// on the GPU).
+    #[must_use]
+    pub fn max_splats_for_budget(&self, budget_bytes: u64, shape: &RunShape) -> u64 {
+        let fits = |n: u64| self.predict(&shape.with_splats(n)).peak_bytes <= budget_bytes;
+        if !fits(1) {
+            return 0;
+        }
+        // The prediction does not decrease with the count: binary search for the last fit.
+        let (mut lo, mut hi) = (1_u64, u64::from(u32::MAX));
+        if fits(hi) {
+            return hi;
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Capacity the rasterizer scratch grows to for `needed` items.
+    fn grown(&self, needed: u64) -> u64 {
+        ((needed as f64 * self.scratch_growth.max(1.0)).ceil() as u64).max(MIN_GROWN)
+    }
+}
+
+/// Bytes of one set of parameter buffers (and so of the gradients, and of each Adam moment)
+/// for `n` splats of SH degree `d`: flat f32, SH split by band, bands above `d` 16-byte
+/// placeholders (gpu_splats.rs).
+fn param_bytes(n: u64, d: u32) -> u64 {
+    PARAM_FLOATS
+        .iter()
+        .enumerate()
+        .map(|(b, floats)| {
+            let present = b < 4 || (b - 4) as u32 <= d;
+            if present { (n * floats * 4).max(MIN_PARAM_BUFFER) } else { MIN_PARAM_BUFFER }
+        })
+        .sum()
+}
+
+/// The rasterizer's `FrameScratch` at the given capacities (renderer.rs).
+fn frame_scratch(tally: &mut Tally, splats: u64, intersections: u64, pixels: u64, tiles: u64) {
+    let scratch = |bytes: u64| bytes.max(MIN_SCRATCH_BUFFER);
+    let mut raster = FRAME_FIXED_BYTES;
+    // Per splat: projected, tiles touched, depth keys, splat ids, counts, offsets, v_projected.
+    raster += scratch(splats * PROJECTED_BYTES)
+        + 5 * scratch(splats * 4)
+        + scratch(splats * PROJECTED_GRAD_FLOATS * 4);
+    // Per intersection: tile ids, intersection splats.
+    raster += 2 * scratch(intersections * 4);
+    // Per tile: ranges; per pixel: image, final transmittance, last entry.
+    raster += scratch(tiles * 8) + scratch(pixels * 16) + 2 * scratch(pixels * 4);
+    tally.add(Category::RasterizerScratch, raster);
+    scan_scratch(tally, splats);
+    sort_scratch(tally, splats);
+    sort_scratch(tally, intersections);
+}
+
+/// Lengths of a scan's levels above the input (kernels/scan.rs `level_lengths`).
+fn scan_levels(count: u64) -> Vec<u64> {
+    let mut levels = vec![count];
+    let mut len = count;
+    while len > SCAN_BLOCK {
+        len = len.div_ceil(SCAN_BLOCK);
+        levels.push(len);
+    }
+    levels
+}
+
+/// A `ScanScratch` for `capacity` elements (kernels/scan.rs), one binding chunk per level.
+fn scan_scratch(tally: &mut Tally, capacity: u64) {
+    let levels = scan_levels(capacity);
+    let sums: u64 = levels.iter().skip(1).map(|len| 2 * len * 4).sum();
+    tally.add(Category::RasterizerScratch, sums);
+    tally.add(Category::Other, levels.len() as u64 * PARAM_STRIDE + 2 * 16);
+}
+
+/// A `SortScratch` for `capacity` pairs (kernels/sort.rs).
+fn sort_scratch(tally: &mut Tally, capacity: u64) {
+    let table_len = SORT_RADIX * capacity.div_ceil(SCAN_BLOCK).max(1);
+    tally.add(Category::RasterizerScratch, 2 * capacity.max(1) * 4 + 2 * table_len * 4);
+    tally.add(Category::Other, 4 + SORT_PARAM_SLOTS * PARAM_STRIDE);
+    scan_scratch(tally, table_len);
+}
+
+/// The largest image of any view (training or evaluation), as `StepScratch` sizes it.
+fn largest_image(dataset: &Dataset) -> (u32, u32) {
+    dataset.views().fold((1, 1), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)))
+}
+
+/// A default memory budget for training on `ctx`'s device, in bytes.
+///
+/// wgpu does not say how much device memory is free (or even how much there is), so this is
+/// a heuristic:
+/// - **CPU adapters** (lavapipe, llvmpipe, WARP) and **integrated GPUs** allocate device
+///   memory from host memory: the budget is a share of the host's available memory
+///   (`MemAvailable` in /proc/meminfo): 3/4 on a CPU adapter (the rest is for the process's
+///   own host memory: decoded images, readbacks and the checkpoint copies of the splats, a
+///   third of a run's GPU bytes at most, and for the allocator's block rounding); 1/2 on an
+///   integrated GPU, whose drivers commonly let the GPU have about half of the system memory.
+/// - **Discrete GPUs** (and anything else): there is no query for VRAM. The adapter's
+///   `max_buffer_size` is the one size it reports; it is not the VRAM (Mesa's Vulkan drivers
+///   report 2 GiB whatever the card, NVIDIA its largest allocation), so the budget is twice it,
+///   clamped to 1–4 GiB: 4 GiB is about the smallest VRAM of a current discrete GPU, less
+///   what a desktop and the viewer take. Pass an explicit budget where the VRAM is known.
+///
+/// Without /proc/meminfo (not Linux), CPU and integrated adapters use the discrete rule.
+#[must_use]
+pub fn default_budget(ctx: &GpuContext) -> u64 {
+    const GIB: u64 = 1 << 30;
+    let host = host_available_bytes();
+    match (ctx.adapter_info.device_type, host) {
+        (wgpu::DeviceType::Cpu, Some(available)) => available / 4 * 3,
+        (wgpu::DeviceType::IntegratedGpu, Some(available)) => available / 2,
+        _ => ctx.device.limits().max_buffer_size.saturating_mul(2).clamp(GIB, 4 * GIB),
+    }
+}
+
+/// `MemAvailable` from /proc/meminfo, in bytes.
+fn host_available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|line| line.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The most tile intersections per splat that `splats` make in any view of `dataset` (all
+/// its views rendered once, at the splats' SH degree): what to put in
+/// [`RunShape::intersections_per_splat`] for a run that starts from `splats`. Allocates the
+/// splats and a frame's scratch on `ctx` for the duration (as [`Owner::Shared`]).
+pub fn measure_intersections_per_splat(
+    ctx: &GpuContext,
+    dataset: &Dataset,
+    splats: &Splats,
+) -> Result<f32, GpuError> {
+    if splats.is_empty() {
+        return Ok(0.0);
+    }
+    let renderer = Renderer::new(ctx);
+    let gpu = GpuSplats::upload(ctx, splats, Owner::Shared)?;
+    let mut scratch = FrameScratch::new(ctx, &renderer, Owner::Shared)?;
+    let settings = RenderSettings::default();
+    let mut most = 0_u32;
+    for view in dataset.views() {
+        let stats = ctx.checked("measure intersections", || {
+            renderer.forward(ctx, &gpu, &view.camera, &settings, &mut scratch)
+        })?;
+        most = most.max(stats.intersections);
+    }
+    Ok((f64::from(most) / splats.len() as f64) as f32)
+}
+
+/// Seed of the random initial points of [`measure_peak`].
+pub const MEASURE_SEED: u64 = 0x3E3_0127;
+/// Every this many splats of [`measure_peak`]'s initial scene start dead (opacity ≈ 5e-5),
+/// so that its MCMC refinement relocates them.
+const MEASURE_DEAD_EVERY: usize = 16;
+
+/// The splats [`measure_peak`] starts from: `splats` random points in the dataset's camera
+/// bounds ([`Dataset::random_points`] with [`MEASURE_SEED`]), as
+/// [`splats_from_points`] makes them, every 16th with its opacity near zero.
+#[must_use]
+pub fn measure_init(dataset: &Dataset, splats: usize, sh_degree: u32) -> Splats {
+    let mut init = splats_from_points(&dataset.random_points(splats, MEASURE_SEED), sh_degree);
+    for logit in init.opacity_logits.iter_mut().step_by(MEASURE_DEAD_EVERY) {
+        *logit = -10.0;
+    }
+    init
+}
+
+/// The measured peak of a real training run at its splat cap: bytes in `ctx`'s ledger at
+/// the peak of `steps` training steps (at least 2) of a [`Trainer`] on `dataset`, from
+/// [`measure_init`]`(dataset, splats, sh_degree)` with the cap at `splats`, less what the
+/// ledger held before the trainer was made. The strategy is MCMC refining at every even
+/// step, so the refinements at the cap relocate the dead splats: old and new state coexist
+/// at the cap, the worst case a run reaches. Use a context with nothing else running on it.
+pub fn measure_peak(
+    ctx: &GpuContext,
+    dataset: &Arc<Dataset>,
+    splats: usize,
+    sh_degree: u32,
+    steps: u32,
+) -> Result<u64, GpuError> {
+    if steps < 2 {
+        return Err(GpuError::Validation {
+            label: "measure peak".into(),
+            message: "the first refinement is at step 2: measure at least 2 steps".into(),
+        });
+    }
+    let cap = u32::try_from(splats).map_err(|_| GpuError::TooLarge {
+        label: "splats".into(),
+        bytes: splats as u64,
+        limit: u64::from(u32::MAX),
+    })?;
+    let init = measure_init(dataset, splats, sh_degree);
+    let config = TrainConfig {
+        steps,
+        sh_degree,
+        sh_degree_interval: 1,
+        strategy: Strategy::Mcmc(McmcConfig {
+            cap,
+            refine_every: 2,
+            start: 0,
+            stop: u32::MAX,
+            ..McmcConfig::default()
+        }),
+        max_splats: cap,
+        eval_every: 0,
+        seed: MEASURE_SEED,
+        background: [0.0; 3],
+        learning_rates: LearningRates::default(),
+        loss_weights: LossWeights::default(),
+    };
+    ctx.wait_idle()?;
+    let ledger = ctx.ledger();
+    let base = ledger.total_bytes();
+    ledger.reset_peak();
+    let mut trainer = Trainer::new(ctx, Arc::clone(dataset), &init, config, Owner::Run(u64::MAX))?;
+    for _ in 0..steps {
+        trainer.step()?;
+    }
+    let peak = ledger.snapshot().peak_bytes;
+    drop(trainer);
+    ctx.wait_idle()?;
+    Ok(peak.saturating_sub(base))
+}
