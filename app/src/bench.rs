@@ -152,3 +152,70 @@ fn random_scene(n: usize, sh_degree: u32) -> Splats {
     }
     s
 }
+
+pub struct TrainBenchArgs {
+    pub dataset: std::path::PathBuf,
+    pub steps: u32,
+    pub window: u32,
+    pub max_resolution: u32,
+}
+
+/// `splatforge bench-train`: step time over a long run with densification off, per window
+/// of steps, to show that it does not drift upward (a leak of bookkeeping per step would).
+pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
+    use splat_trainer::dataset::{LoadOptions, load_dataset};
+    use splat_trainer::densify::{DefaultConfig, Strategy};
+    use splat_trainer::init::splats_from_points;
+    use splat_trainer::train::{LearningRates, TrainConfig, Trainer};
+
+    let data = load_dataset(
+        &args.dataset,
+        &LoadOptions { max_resolution: args.max_resolution, ..LoadOptions::default() },
+    )?;
+    let points = data.init_points.clone().unwrap_or_else(|| data.random_points(20_000, 0));
+    let init = splats_from_points(&points, 1);
+    let ctx = pollster::block_on(GpuContext::new_headless())?;
+    let config = TrainConfig {
+        steps: args.steps,
+        sh_degree: 1,
+        sh_degree_interval: args.window,
+        strategy: Strategy::Default(DefaultConfig { start: u32::MAX, ..DefaultConfig::default() }),
+        max_splats: u32::MAX,
+        eval_every: 0,
+        seed: 0,
+        background: [0.0; 3],
+        learning_rates: LearningRates::default(),
+        loss_weights: splat_trainer::loss::LossWeights::default(),
+    };
+    let mut trainer = Trainer::new(&ctx, std::sync::Arc::new(data), &init, config, Owner::Run(1))?;
+    println!(
+        "adapter: {}, {} splats, densification off",
+        ctx.adapter_info.name,
+        trainer.splat_count()
+    );
+    println!("{:>12} {:>12} {:>12}", "steps", "ms / step", "GPU bytes");
+    let window = args.window.max(1);
+    let mut windows = Vec::new();
+    let mut step = 0;
+    while step < args.steps {
+        let start = Instant::now();
+        let n = window.min(args.steps - step);
+        for _ in 0..n {
+            trainer.step()?;
+        }
+        let ms = start.elapsed().as_secs_f64() * 1e3 / f64::from(n);
+        step += n;
+        println!(
+            "{:>12} {ms:>12.2} {:>12}",
+            format!("{}-{step}", step - n + 1),
+            ctx.ledger().total_bytes()
+        );
+        windows.push(ms);
+    }
+    // The first window includes pipeline warm-up and the SH degree change; compare the second
+    // with the last.
+    if let (Some(second), Some(last)) = (windows.get(1), windows.last()) {
+        println!("last window / second window: {:.3}", last / second);
+    }
+    Ok(())
+}

@@ -91,6 +91,16 @@ enum Command {
         #[arg(long, default_value = "0,0,0", value_parser = render_cmd::parse_background)]
         background: [f32; 3],
     },
+    /// Step time per window over a long training run (densification off): it must not drift.
+    BenchTrain {
+        dataset: PathBuf,
+        #[arg(long, default_value_t = 2000)]
+        steps: u32,
+        #[arg(long, default_value_t = 200)]
+        window: u32,
+        #[arg(long, default_value_t = 64)]
+        max_resolution: u32,
+    },
     /// Time the rasterizer forward and forward + backward on random scenes.
     BenchRender {
         /// Splat counts, comma-separated.
@@ -142,6 +152,9 @@ fn main() -> ExitCode {
             seed,
             background,
         }),
+        Command::BenchTrain { dataset, steps, window, max_resolution } => {
+            bench::run_train(&bench::TrainBenchArgs { dataset, steps, window, max_resolution })
+        }
         Command::BenchRender { splats, sizes, sh_degree, runs } => {
             bench::run(&bench::BenchArgs { splats, sizes, sh_degree, runs: runs.max(1) })
         }

@@ -1,0 +1,118 @@
+//! `splatforge bench-memory`: the predicted peak GPU memory of training runs
+//! (`splat_trainer::memory`) next to the peak the ledger measures on the same runs.
+//!
+//! Each run starts at its splat cap from random points in the dataset's camera bounds (a
+//! sixteenth of them dead) and refines with MCMC at step 2, so that the refinement at the cap
+//! (old and new state side by side, the peak of any run) is among the measured steps. The
+//! prediction is made before the run, with the tile intersections per splat measured by
+//! rendering the initial splats from every view once; the prediction with the default
+//! intersections per splat is shown beside it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use splat_trainer::dataset::{LoadOptions, load_dataset};
+use splat_trainer::memory::{
+    DEFAULT_INTERSECTIONS_PER_SPLAT, MemoryModel, RunShape, check_peak, default_budget,
+};
+use splat_trainer::render::GpuContext;
+
+/// What to measure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BenchMemoryArgs {
+    /// A dataset folder or `.zip` (e.g. ../shared/data/datasets/desk-statue-colmap).
+    pub dataset: PathBuf,
+    /// Splat caps to run, one run each.
+    pub splats: Vec<u32>,
+    pub sh_degree: u32,
+    /// Longest image side the dataset is loaded at.
+    pub max_resolution: u32,
+    /// Training steps per run (at least 2: the refinement is at step 2).
+    pub steps: u32,
+}
+
+impl BenchMemoryArgs {
+    /// The benchmark's defaults on `dataset`: 100k and 1M splats of SH degree 3, images of
+    /// at most 256 pixels, 3 steps.
+    #[must_use]
+    pub fn new(dataset: PathBuf) -> Self {
+        Self {
+            dataset,
+            splats: vec![100_000, 1_000_000],
+            sh_degree: 3,
+            max_resolution: 256,
+            steps: 3,
+        }
+    }
+}
+
+const MIB: f64 = (1 << 20) as f64;
+
+pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
+    let ctx = pollster::block_on(GpuContext::new_headless())?;
+    let info = &ctx.adapter_info;
+    println!("adapter: {} ({:?}, {:?})", info.name, info.backend, info.device_type);
+    let options = LoadOptions { max_resolution: args.max_resolution, ..LoadOptions::default() };
+    let data = Arc::new(
+        load_dataset(&args.dataset, &options)
+            .with_context(|| format!("loading {}", args.dataset.display()))?,
+    );
+    let model = MemoryModel::MEASURED;
+    println!(
+        "{:>9} {:>3} {:>9} {:>6} {:>13} {:>13} {:>8} {:>18} {:>8} {:>7}",
+        "splats",
+        "SH",
+        "image",
+        "ips",
+        "predicted MiB",
+        "measured MiB",
+        "error",
+        "pred. (ips 4) MiB",
+        "error",
+        "time s"
+    );
+    for &splats in &args.splats {
+        let started = Instant::now();
+        let check =
+            check_peak(&ctx, &model, &data, splats as usize, args.sh_degree, args.steps.max(2))
+                .with_context(|| format!("{splats} splats"))?;
+        let default_ips = model.predict(&RunShape {
+            intersections_per_splat: DEFAULT_INTERSECTIONS_PER_SPLAT,
+            ..check.shape
+        });
+        let measured = check.measured as f64;
+        let shape = &check.shape;
+        println!(
+            "{:>9} {:>3} {:>9} {:>6.2} {:>13.1} {:>13.1} {:>+7.2}% {:>18.1} {:>+7.2}% {:>7.1}",
+            splats,
+            args.sh_degree,
+            format!("{}x{}", shape.width, shape.height),
+            shape.intersections_per_splat,
+            check.predicted.peak_bytes as f64 / MIB,
+            measured / MIB,
+            check.relative_error() * 100.0,
+            default_ips.peak_bytes as f64 / MIB,
+            (default_ips.peak_bytes as f64 / measured - 1.0) * 100.0,
+            started.elapsed().as_secs_f64(),
+        );
+    }
+    let errors = ctx.take_uncaptured_errors();
+    anyhow::ensure!(errors.is_empty(), "GPU errors: {errors:?}");
+
+    let budget = default_budget(&ctx);
+    let shape = RunShape::for_dataset(&data, 0, args.sh_degree);
+    println!(
+        "default budget {:.0} MiB: {} splats of SH degree {} at {}x{} (ips {}); the device's \
+         bindings allow {}",
+        budget as f64 / MIB,
+        model.max_splats_for_budget(budget, &shape),
+        args.sh_degree,
+        shape.width,
+        shape.height,
+        shape.intersections_per_splat,
+        model.max_splats_for_limits(&ctx.device.limits(), &shape),
+    );
+    Ok(())
+}
