@@ -201,3 +201,29 @@ fn checkpoints_and_resume() {
     assert!(lines[0].contains("damaged.ckpt"), "{stderr}");
     std::fs::remove_dir_all(root).ok();
 }
+
+#[test]
+fn a_memory_budget_caps_the_splat_count() {
+    let out = std::env::temp_dir().join(format!("splatforge-cli-budget-{}", std::process::id()));
+    let (ok, stderr) = train(&[
+        data("datasets/desk-statue-colmap").to_str().unwrap(),
+        "--steps",
+        "3",
+        "--max-resolution",
+        "48",
+        "--eval-every",
+        "0",
+        "--memory-budget",
+        "2000000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("predicted peak GPU memory"), "{stderr}");
+    assert!(stderr.contains("does not fit the memory budget"), "{stderr}");
+    let metrics: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("metrics.json")).unwrap()).unwrap();
+    // The prediction is an upper bound: the measured peak fits the budget.
+    assert!(metrics["peak_gpu_bytes"].as_u64().unwrap() <= 2_000_000, "{metrics}");
+    std::fs::remove_dir_all(out).ok();
+}

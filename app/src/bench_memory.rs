@@ -33,21 +33,6 @@ pub struct BenchMemoryArgs {
     pub steps: u32,
 }
 
-impl BenchMemoryArgs {
-    /// The benchmark's defaults on `dataset`: 100k and 1M splats of SH degree 3, images of
-    /// at most 256 pixels, 3 steps.
-    #[must_use]
-    pub fn new(dataset: PathBuf) -> Self {
-        Self {
-            dataset,
-            splats: vec![100_000, 1_000_000],
-            sh_degree: 3,
-            max_resolution: 256,
-            steps: 3,
-        }
-    }
-}
-
 const MIB: f64 = (1 << 20) as f64;
 
 pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {

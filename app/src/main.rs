@@ -1,6 +1,7 @@
 //! `splatforge`: the desktop trainer and its command line.
 
 mod bench;
+mod bench_memory;
 mod info;
 mod render_cmd;
 mod train_cmd;
@@ -79,6 +80,10 @@ enum Command {
         /// Evaluate on the eval views every N steps (0: only at the end).
         #[arg(long, default_value_t = 1000)]
         eval_every: u32,
+        /// Cap the splat count so the predicted peak GPU memory fits this many bytes
+        /// (default: from the adapter).
+        #[arg(long)]
+        memory_budget: Option<u64>,
         /// Save a checkpoint (OUT/checkpoint.ckpt) every N steps (0: never).
         #[arg(long, default_value_t = 0)]
         checkpoint_every: u32,
@@ -90,6 +95,18 @@ enum Command {
         /// Background colour r,g,b in 0..1 (transparent pixels are composited over it).
         #[arg(long, default_value = "0,0,0", value_parser = render_cmd::parse_background)]
         background: [f32; 3],
+    },
+    /// Predicted vs measured peak GPU memory of training runs at given splat caps.
+    BenchMemory {
+        dataset: PathBuf,
+        #[arg(long, value_delimiter = ',', default_value = "100000,1000000")]
+        splats: Vec<u32>,
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
+        sh_degree: u32,
+        #[arg(long, default_value_t = 256)]
+        max_resolution: u32,
+        #[arg(long, default_value_t = 3)]
+        steps: u32,
     },
     /// Step time per window over a long training run (densification off): it must not drift.
     BenchTrain {
@@ -133,6 +150,7 @@ fn main() -> ExitCode {
             max_splats,
             sh_degree,
             eval_every,
+            memory_budget,
             checkpoint_every,
             out,
             seed,
@@ -147,11 +165,21 @@ fn main() -> ExitCode {
             max_splats,
             sh_degree,
             eval_every,
+            memory_budget,
             checkpoint_every,
             out,
             seed,
             background,
         }),
+        Command::BenchMemory { dataset, splats, sh_degree, max_resolution, steps } => {
+            bench_memory::run(&bench_memory::BenchMemoryArgs {
+                dataset,
+                splats,
+                sh_degree,
+                max_resolution,
+                steps,
+            })
+        }
         Command::BenchTrain { dataset, steps, window, max_resolution } => {
             bench::run_train(&bench::TrainBenchArgs { dataset, steps, window, max_resolution })
         }

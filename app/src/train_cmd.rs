@@ -28,6 +28,7 @@ pub struct TrainArgs {
     pub max_splats: u32,
     pub sh_degree: u32,
     pub eval_every: u32,
+    pub memory_budget: Option<u64>,
     pub checkpoint_every: u32,
     pub out: Option<PathBuf>,
     pub seed: u64,
@@ -66,6 +67,9 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         ..LoadOptions::default()
     };
     task.send(Command::LoadDataset { path: dataset.clone(), options })?;
+    if let Some(bytes) = args.memory_budget {
+        task.send(Command::SetMemoryBudget { bytes })?;
+    }
     if let Some(init) = &args.init {
         task.send(Command::LoadInit { path: init.clone() })?;
     }
@@ -135,6 +139,13 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                         human_bytes(gpu)
                     ),
                 );
+            }
+            Event::Prediction { peak_bytes, budget_bytes, max_splats } => {
+                progress.println(&format!(
+                    "predicted peak GPU memory {} for up to {max_splats} splats (budget {})",
+                    human_bytes(peak_bytes),
+                    human_bytes(budget_bytes)
+                ));
             }
             Event::CheckpointSaved(path) => {
                 progress.println(&format!("checkpoint: {}", path.display()));

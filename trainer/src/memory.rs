@@ -1,40 +1,49 @@
 //! Predicting a training run's peak GPU memory before it starts, and capping the splat count
 //! so that the prediction fits a budget.
 //!
-//! The peak of a run is the refinement that reaches (or works at) the splat cap: densification
-//! builds the new parameters, gradients, statistics and Adam moments while the old ones are
-//! still alive (densify/mod.rs, `Densifier::apply`), next to everything a step keeps (the
-//! rasterizer's [`FrameScratch`](splat_render::FrameScratch), the loss scratch, the gradient
-//! image and the two target images). So, with `C` the cap, `P` the pixels and `T` the 16×16
-//! tiles of the largest image, and `I` the most tile intersections of one frame:
+//! The peak of a run is a refinement at the splat cap: densification builds the new
+//! parameters, gradients, statistics and Adam moments while the old ones are still alive
+//! (`Densifier::apply` in `densify/mod.rs`), next to everything a step keeps (the rasterizer's
+//! [`FrameScratch`], the loss scratch, the gradient image and the two target images). With `C`
+//! the cap, `P` the pixels and `T` the 16×16 tiles of the largest image, and `I` the most tile
+//! intersections of one frame:
 //!
 //! ```text
-//! peak = (1 + refine_overlap) · state(C)     parameters, gradients, statistics, moments
-//!      + 32 B · C                             the refinement plan
-//!      + frame(growth · C, growth · I)        rasterizer scratch, grown by half again
-//!      + 84 B · P + 40 B · T                  images, loss maps, tile ranges and sums
-//!      + small fixed buffers                  uniforms, scan/sort parameters, readback
+//! peak = margin · ( (1 + refine_overlap) · state(C)   parameters, gradients, statistics, moments
+//!                 + 32 B · C                           the refinement plan
+//!                 + frame(growth · C, growth · I)      rasterizer scratch, grown by half again
+//!                 + 84 B · P + 40 B · T                images, loss maps, tile ranges and sums
+//!                 + a few KiB                          uniforms, scan/sort parameters, readback )
 //! ```
 //!
-//! Every term is derived from the buffer layouts (render/src/gpu_splats.rs,
-//! render/src/renderer.rs, render/src/kernels/{scan,sort}.rs, trainer/src/optim/adam.rs,
-//! trainer/src/loss/mod.rs, trainer/src/densify/mod.rs, trainer/src/train.rs), minimum sizes
-//! included; per splat of SH degree `d` (`K = (d + 1)²` coefficients):
+//! Every term is derived from the buffer layouts, minimum sizes included (`gpu_splats.rs`,
+//! `renderer.rs` and `kernels/{scan,sort}.rs` of splat-render; `optim/adam.rs`,
+//! `loss/mod.rs`, `densify/mod.rs` and `train.rs` here). Per splat of SH degree `d`, with
+//! `K = (d + 1)²` coefficients:
 //!
-//! | what                                  | bytes per splat      | SH 0 | SH 3 |
-//! |---------------------------------------|----------------------|------|------|
-//! | parameters (means 3, scales 3, quat 4, opacity 1, SH 3K floats) | 4·(11 + 3K) | 56 | 236 |
-//! | gradients                             | 4·(11 + 3K)          | 56   | 236  |
-//! | Adam moments m and v                  | 8·(11 + 3K)          | 112  | 472  |
-//! | densification statistics              | 12                   | 12   | 12   |
-//! | **state(n)**                          | 16·(11 + 3K) + 12    | 236  | 956  |
-//! | refinement plan                       | 32                   | 32   | 32   |
-//! | frame scratch per splat of capacity   | ~112.2               |      |      |
-//! | frame scratch per intersection of capacity | ~16.1           |      |      |
+//! | what                                          | bytes a splat     | SH 0 | SH 3 |
+//! |-----------------------------------------------|-------------------|------|------|
+//! | parameters (mean 3, scale 3, quat 4, opacity 1, SH 3K floats) | 4·(11 + 3K) | 56 | 236 |
+//! | gradients                                     | 4·(11 + 3K)       | 56   | 236  |
+//! | Adam moments m and v                          | 8·(11 + 3K)       | 112  | 472  |
+//! | densification statistics                      | 12                | 12   | 12   |
+//! | **state**                                     | 16·(11 + 3K) + 12 | 236  | 956  |
+//! | refinement plan                               | 32                | 32   | 32   |
+//! | rasterizer scratch, per splat of capacity: projected 48, `v_projected` 36, five u32 arrays 20, depth sort 8.1, scan 0.01 | 112.1 | | |
+//! | rasterizer scratch, per intersection of capacity: tile ids 4, splat ids 4, tile sort 8.1 | 16.1 | | |
 //!
-//! The factors that are not fixed by a layout were measured on real runs
-//! ([`measure_peak`], the tests in trainer/tests/memory_prediction.rs); see [`MemoryModel`]
-//! for each number and where it came from.
+//! Per pixel: image 16, final transmittance 4, last entry 4, `v_image` 16, two targets 8,
+//! loss maps 36 (84 bytes); per tile: ranges 8, loss sums 16 and their readback 16.
+//!
+//! So a refinement at the cap takes, a splat, 2 × 956 + 32 + 1.5 × 112.1 ≈ 2,112 bytes at
+//! SH 3 and ≈ 672 at SH 0, plus 1.5 × 16.1 ≈ 24 bytes for each tile it touches.
+//!
+//! The factors no layout fixes were measured on real runs ([`measure_peak`], and the tests in
+//! `trainer/tests/memory_prediction.rs`); see [`MemoryModel`] and
+//! [`DEFAULT_INTERSECTIONS_PER_SPLAT`] for each number and where it came from.
+//!
+//! Not included: a viewer rendering the same splats keeps its own [`FrameScratch`] (about
+//! 170 bytes a splat more), and what other runs hold.
 
 use std::sync::Arc;
 
@@ -103,22 +112,25 @@ const SORT_PARAM_SLOTS: u64 = 8;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MemoryModel {
     /// Capacity of the rasterizer's per-splat and per-intersection scratch over what a frame
-    /// needs. From the code (renderer.rs `grown`: half again, at least 256), and measured: in
-    /// every run of the tests the ledger's scratch buffers were sized for 1.5 × the splats
-    /// rendered (a run whose count rose since the scratch last grew holds between 1 and 1.5 ×
-    /// its count; the bound takes 1.5 × the cap).
+    /// needs. From the code (`grown` in `renderer.rs`: half again, at least 256), and
+    /// measured: the ledger's scratch buffers held 1.5 × the splats and 1.5 × the
+    /// intersections of the frame that grew them (20k splats: `projected` 1,440,000 bytes =
+    /// 48 × 30,000). A run whose count rose since its scratch last grew holds between 1 and
+    /// 1.5 × its count; the bound takes 1.5 × the cap.
     pub scratch_growth: f64,
     /// Share of a second train state alive at a refinement's peak, besides the refined one.
-    /// Measured: `(peak − steady) / (state(C) + plan(C))` was 1.000 in runs where an MCMC
-    /// refinement at the cap relocates dead splats (old and new state both hold `C` splats,
-    /// the worst case of every strategy: the new count never exceeds the cap and the old
-    /// count never exceeds it either). A run's earlier refinements hold less (the old state
-    /// is smaller), so 1.0 bounds them.
+    /// Measured: in runs where an MCMC refinement at the cap relocates dead splats (old and
+    /// new state both hold `C` splats: the worst case of every strategy, since neither count
+    /// exceeds the cap), the peak less the total after the step before was one state(C) plus
+    /// the plan and its uniforms to the byte (20k splats, SH 3: 19,764,352 bytes), so 1.0.
+    /// Refinements below the cap hold less (a run growing 5 % a refinement to its cap peaked
+    /// 3.7 % under the prediction).
     pub refine_overlap: f64,
-    /// Factor on the whole prediction for what is not modelled: small, short-lived uniform
-    /// buffers of the MCMC kernels and the opacity reset, rounding of odd sizes. Measured:
-    /// the model without it came within 0.1 % of the measured peaks of the tests, so 1 % is
-    /// ample.
+    /// Factor on the whole prediction for what the model does not know: the small,
+    /// short-lived uniform buffers of the MCMC kernels and the opacity reset, and code that
+    /// changes after these measurements. Measured: without it the model was 0.01–0.28 %
+    /// above every measured peak of the tests and of the 100k and 1M runs (the excess being
+    /// the intersections, calibrated on all views while a 3-step run renders 3).
     pub margin: f64,
 }
 
@@ -260,27 +272,36 @@ impl MemoryModel {
 
     /// The largest splat count whose predicted peak fits `budget_bytes` (0 if not even one
     /// splat fits), everything else as in `shape`. At most `u32::MAX` (splat counts are u32
-    /// on the GPU).
+    /// on the GPU). Devices also limit the size of one buffer binding, which caps the count
+    /// whatever the budget: see [`MemoryModel::max_splats_for_limits`].
     #[must_use]
     pub fn max_splats_for_budget(&self, budget_bytes: u64, shape: &RunShape) -> u64 {
-        let fits = |n: u64| self.predict(&shape.with_splats(n)).peak_bytes <= budget_bytes;
-        if !fits(1) {
-            return 0;
-        }
-        // The prediction does not decrease with the count: binary search for the last fit.
-        let (mut lo, mut hi) = (1_u64, u64::from(u32::MAX));
-        if fits(hi) {
-            return hi;
-        }
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if fits(mid) {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        largest_fitting(|n| self.predict(&shape.with_splats(n)).peak_bytes <= budget_bytes)
+    }
+
+    /// The largest splat count whose buffers each fit one storage binding and one buffer of
+    /// a device with `limits` (0 if not even one splat does, or the image's loss maps do
+    /// not fit): the largest are the rasterizer's projected splats (48 bytes × the grown
+    /// capacity), the highest SH band (84 bytes a splat at degree 3) and the intersection
+    /// sort (4 bytes × the grown intersections). On lavapipe (128 MiB bindings) that is 1.6M
+    /// splats of degree 3, whatever the budget.
+    #[must_use]
+    pub fn max_splats_for_limits(&self, limits: &wgpu::Limits, shape: &RunShape) -> u64 {
+        let binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        let d = shape.sh_degree.min(3) as usize;
+        let param_floats = PARAM_FLOATS[..=4 + d].iter().copied().max().unwrap_or(0);
+        let ips = f64::from(shape.intersections_per_splat.max(0.0));
+        let pixels = u64::from(shape.width) * u64::from(shape.height);
+        largest_fitting(|n| {
+            let splats = self.grown(n);
+            let intersections = self.grown((n as f64 * ips).ceil() as u64);
+            let largest = (splats * PROJECTED_BYTES)
+                .max(splats * PROJECTED_GRAD_FLOATS * 4)
+                .max(intersections * 4)
+                .max(n * param_floats * 4)
+                .max(pixels * LOSS_MAPS_BYTES_PER_PIXEL);
+            largest <= binding
+        })
     }
 
     /// Capacity the rasterizer scratch grows to for `needed` items.
@@ -289,9 +310,30 @@ impl MemoryModel {
     }
 }
 
+/// The largest `n` in `1..=u32::MAX` with `fits(n)`, for a `fits` that holds up to some count
+/// and not after it; 0 if `fits(1)` fails.
+fn largest_fitting(fits: impl Fn(u64) -> bool) -> u64 {
+    if !fits(1) {
+        return 0;
+    }
+    let (mut lo, mut hi) = (1_u64, u64::from(u32::MAX));
+    if fits(hi) {
+        return hi;
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// Bytes of one set of parameter buffers (and so of the gradients, and of each Adam moment)
 /// for `n` splats of SH degree `d`: flat f32, SH split by band, bands above `d` 16-byte
-/// placeholders (gpu_splats.rs).
+/// placeholders (`gpu_splats.rs`).
 fn param_bytes(n: u64, d: u32) -> u64 {
     PARAM_FLOATS
         .iter()
@@ -364,10 +406,11 @@ fn largest_image(dataset: &Dataset) -> (u32, u32) {
 ///   third of a run's GPU bytes at most, and for the allocator's block rounding); 1/2 on an
 ///   integrated GPU, whose drivers commonly let the GPU have about half of the system memory.
 /// - **Discrete GPUs** (and anything else): there is no query for VRAM. The adapter's
-///   `max_buffer_size` is the one size it reports; it is not the VRAM (Mesa's Vulkan drivers
-///   report 2 GiB whatever the card, NVIDIA its largest allocation), so the budget is twice it,
-///   clamped to 1–4 GiB: 4 GiB is about the smallest VRAM of a current discrete GPU, less
-///   what a desktop and the viewer take. Pass an explicit budget where the VRAM is known.
+///   `max_buffer_size` is the one memory size it reports, and it is not the VRAM (wgpu caps
+///   it at 2 GiB on Linux except on NVIDIA, whose drivers report their largest allocation),
+///   so the budget is twice it, clamped to 1–4 GiB: 4 GiB is about the smallest VRAM of a
+///   current discrete GPU, less what a desktop and the viewer take. Pass an explicit budget
+///   where the VRAM is known.
 ///
 /// Without /proc/meminfo (not Linux), CPU and integrated adapters use the discrete rule.
 #[must_use]
@@ -433,32 +476,12 @@ pub fn measure_init(dataset: &Dataset, splats: usize, sh_degree: u32) -> Splats 
     init
 }
 
-/// The measured peak of a real training run at its splat cap: bytes in `ctx`'s ledger at
-/// the peak of `steps` training steps (at least 2) of a [`Trainer`] on `dataset`, from
-/// [`measure_init`]`(dataset, splats, sh_degree)` with the cap at `splats`, less what the
-/// ledger held before the trainer was made. The strategy is MCMC refining at every even
-/// step, so the refinements at the cap relocate the dead splats: old and new state coexist
-/// at the cap, the worst case a run reaches. Use a context with nothing else running on it.
-pub fn measure_peak(
-    ctx: &GpuContext,
-    dataset: &Arc<Dataset>,
-    splats: usize,
-    sh_degree: u32,
-    steps: u32,
-) -> Result<u64, GpuError> {
-    if steps < 2 {
-        return Err(GpuError::Validation {
-            label: "measure peak".into(),
-            message: "the first refinement is at step 2: measure at least 2 steps".into(),
-        });
-    }
-    let cap = u32::try_from(splats).map_err(|_| GpuError::TooLarge {
-        label: "splats".into(),
-        bytes: splats as u64,
-        limit: u64::from(u32::MAX),
-    })?;
-    let init = measure_init(dataset, splats, sh_degree);
-    let config = TrainConfig {
+/// The configuration [`measure_peak`] trains with: MCMC with the cap at `cap`, refining at
+/// every even step (so a refinement at the cap relocates the dead splats of
+/// [`measure_init`]: old and new state coexist at the cap, the worst case a run reaches).
+#[must_use]
+pub fn measure_config(cap: u32, sh_degree: u32, steps: u32) -> TrainConfig {
+    TrainConfig {
         steps,
         sh_degree,
         sh_degree_interval: 1,
@@ -475,12 +498,47 @@ pub fn measure_peak(
         background: [0.0; 3],
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
-    };
+    }
+}
+
+/// The measured peak of a real training run at its splat cap: bytes in `ctx`'s ledger at
+/// the peak of `steps` training steps (at least 2: the first refinement is at step 2) of a
+/// [`Trainer`] on `dataset` from [`measure_init`]`(dataset, splats, sh_degree)` with
+/// [`measure_config`]`(splats, sh_degree, steps)`. See [`measure_run_peak`].
+pub fn measure_peak(
+    ctx: &GpuContext,
+    dataset: &Arc<Dataset>,
+    splats: usize,
+    sh_degree: u32,
+    steps: u32,
+) -> Result<u64, GpuError> {
+    let cap = count_u32(splats)?;
+    let init = measure_init(dataset, splats, sh_degree);
+    measure_run_peak(ctx, dataset, &init, measure_config(cap, sh_degree, steps), steps)
+}
+
+/// Bytes in `ctx`'s ledger at the peak of `steps` training steps of a [`Trainer`] on
+/// `dataset` from `init` with `config` (the trainer made after the peak was reset, so its
+/// allocation counts), less what the ledger held before. Use a context with nothing else
+/// allocating on it meanwhile.
+pub fn measure_run_peak(
+    ctx: &GpuContext,
+    dataset: &Arc<Dataset>,
+    init: &Splats,
+    config: TrainConfig,
+    steps: u32,
+) -> Result<u64, GpuError> {
+    if steps < 2 {
+        return Err(GpuError::Validation {
+            label: "measure peak".into(),
+            message: "measure at least 2 steps (the first refinement is at step 2)".into(),
+        });
+    }
     ctx.wait_idle()?;
     let ledger = ctx.ledger();
     let base = ledger.total_bytes();
     ledger.reset_peak();
-    let mut trainer = Trainer::new(ctx, Arc::clone(dataset), &init, config, Owner::Run(u64::MAX))?;
+    let mut trainer = Trainer::new(ctx, Arc::clone(dataset), init, config, Owner::Run(u64::MAX))?;
     for _ in 0..steps {
         trainer.step()?;
     }
@@ -488,4 +546,52 @@ pub fn measure_peak(
     drop(trainer);
     ctx.wait_idle()?;
     Ok(peak.saturating_sub(base))
+}
+
+/// A prediction next to the peak measured on the run it predicts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeakCheck {
+    /// The run, with the intersections per splat measured on its initial splats.
+    pub shape: RunShape,
+    pub predicted: Prediction,
+    pub measured: u64,
+}
+
+impl PeakCheck {
+    /// (predicted − measured) / measured.
+    #[must_use]
+    pub fn relative_error(&self) -> f64 {
+        self.predicted.peak_bytes as f64 / self.measured.max(1) as f64 - 1.0
+    }
+}
+
+/// Predicts the peak of [`measure_peak`]'s run with `model` ([`RunShape::for_dataset`], the
+/// intersections per splat from [`measure_intersections_per_splat`] on its initial splats),
+/// then measures it.
+pub fn check_peak(
+    ctx: &GpuContext,
+    model: &MemoryModel,
+    dataset: &Arc<Dataset>,
+    splats: usize,
+    sh_degree: u32,
+    steps: u32,
+) -> Result<PeakCheck, GpuError> {
+    let cap = count_u32(splats)?;
+    let init = measure_init(dataset, splats, sh_degree);
+    let shape = RunShape {
+        intersections_per_splat: measure_intersections_per_splat(ctx, dataset, &init)?,
+        ..RunShape::for_dataset(dataset, splats as u64, sh_degree)
+    };
+    let predicted = model.predict(&shape);
+    let measured =
+        measure_run_peak(ctx, dataset, &init, measure_config(cap, sh_degree, steps), steps)?;
+    Ok(PeakCheck { shape, predicted, measured })
+}
+
+fn count_u32(splats: usize) -> Result<u32, GpuError> {
+    u32::try_from(splats).map_err(|_| GpuError::TooLarge {
+        label: "splats".into(),
+        bytes: splats as u64,
+        limit: u64::from(u32::MAX),
+    })
 }

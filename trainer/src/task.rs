@@ -25,7 +25,9 @@ use splat_render::{GpuContext, LedgerSnapshot, Owner};
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::dataset::{Dataset, LoadOptions, load_dataset};
+use crate::densify::Strategy;
 use crate::init::splats_from_points;
+use crate::memory::{MemoryModel, RunShape};
 use crate::train::HostOptimizerState;
 use crate::train::{EvalStats, RunSnapshot, StepStats, TrainConfig, TrainKernels, Trainer};
 
@@ -79,6 +81,10 @@ pub enum Command {
     LoadCheckpoint {
         path: PathBuf,
     },
+    /// Cap the splat count of the next runs so their predicted peak GPU memory fits.
+    SetMemoryBudget {
+        bytes: u64,
+    },
     /// Answered with [`Event::Pong`] once every earlier command has been handled: a barrier
     /// for tests and for measuring how long the task takes to react.
     Ping {
@@ -123,6 +129,13 @@ pub enum Event {
     Error(String),
     Pong {
         id: u64,
+    },
+    /// Before a run starts: its predicted peak GPU bytes and the budget it must fit; the
+    /// splat cap is lowered to fit when needed.
+    Prediction {
+        peak_bytes: u64,
+        budget_bytes: u64,
+        max_splats: u32,
     },
 }
 
@@ -216,6 +229,7 @@ struct Task {
     /// Built once, shared by every run.
     kernels: Arc<TrainKernels>,
     last_config: Option<TrainConfig>,
+    memory_budget: u64,
     next_run: u64,
     run_started: Instant,
 }
@@ -224,6 +238,7 @@ impl Task {
     fn new(ctx: GpuContext, commands: Receiver<Command>, events: SyncSender<Event>) -> Self {
         Self {
             kernels: Arc::new(TrainKernels::new(&ctx)),
+            memory_budget: crate::memory::default_budget(&ctx),
             ctx,
             commands,
             events,
@@ -357,6 +372,7 @@ impl Task {
             Command::SaveCheckpoint { path } => self.save_checkpoint(&path),
             Command::LoadCheckpoint { path } => self.load_checkpoint(&path),
             Command::Ping { id } => self.emit(Event::Pong { id }),
+            Command::SetMemoryBudget { bytes } => self.memory_budget = bytes,
             Command::Shutdown => {}
         }
     }
@@ -425,6 +441,7 @@ impl Task {
             self.warn("load a dataset first");
             return;
         };
+        let config = &self.fit_budget(&dataset, config);
         let init = self.initial_splats(&dataset, config);
         let owner = Owner::Run(self.next_run);
         self.next_run += 1;
@@ -462,6 +479,35 @@ impl Task {
                 self.set_state(TaskState::Ready);
             }
         }
+    }
+
+    /// Predicts the run's peak GPU memory and lowers its splat cap to fit the budget (and the
+    /// device's binding limits).
+    fn fit_budget(&mut self, dataset: &Dataset, config: &TrainConfig) -> TrainConfig {
+        let model = MemoryModel::default();
+        let shape = RunShape::for_dataset(dataset, u64::from(config.max_splats), config.sh_degree);
+        let fits = model
+            .max_splats_for_budget(self.memory_budget, &shape)
+            .min(model.max_splats_for_limits(&self.ctx.device.limits(), &shape));
+        let max_splats = u32::try_from(fits).unwrap_or(u32::MAX).min(config.max_splats).max(1);
+        if max_splats < config.max_splats {
+            self.warn(format!(
+                "--max-splats {} does not fit the memory budget of {} bytes: capped at {max_splats}",
+                config.max_splats, self.memory_budget
+            ));
+        }
+        let mut config = config.clone();
+        config.max_splats = max_splats;
+        if let Strategy::Mcmc(mcmc) = &mut config.strategy {
+            mcmc.cap = mcmc.cap.min(max_splats);
+        }
+        let peak = model.predict(&shape.with_splats(u64::from(max_splats))).peak_bytes;
+        self.emit(Event::Prediction {
+            peak_bytes: peak,
+            budget_bytes: self.memory_budget,
+            max_splats,
+        });
+        config
     }
 
     fn resume(&mut self) {
