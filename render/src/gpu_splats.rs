@@ -75,6 +75,74 @@ impl GpuSplats {
         })
     }
 
+    /// Zeroed parameter buffers for `count` splats of `sh_degree`, to be filled in chunks with
+    /// [`GpuSplats::write_rows`] (so a large scene never has to exist whole on the host).
+    pub fn allocate(
+        ctx: &GpuContext,
+        count: u32,
+        sh_degree: u32,
+        owner: Owner,
+    ) -> Result<Self, GpuError> {
+        let n = count as usize;
+        let param = |label: &str, floats: usize| {
+            ctx.create_buffer(
+                label,
+                buffer_bytes(floats),
+                PARAM_USAGE,
+                Category::SplatParameters,
+                owner,
+            )
+        };
+        Ok(Self {
+            count,
+            sh_degree,
+            means: param("means", n * 3)?,
+            log_scales: param("log_scales", n * 3)?,
+            quats: param("quats", n * 4)?,
+            opacities: param("opacities", n)?,
+            sh: [
+                param("sh band 0", band_len(n, 0, sh_degree))?,
+                param("sh band 1", band_len(n, 1, sh_degree))?,
+                param("sh band 2", band_len(n, 2, sh_degree))?,
+                param("sh band 3", band_len(n, 3, sh_degree))?,
+            ],
+        })
+    }
+
+    /// Writes `rows` (same SH degree) as splats `first..first + rows.len()`. The data is
+    /// staged by the queue and lands with the next submit.
+    pub fn write_rows(&self, ctx: &GpuContext, first: u32, rows: &Splats) -> Result<(), GpuError> {
+        let end = u64::from(first) + rows.len() as u64;
+        if rows.sh_degree != self.sh_degree || end > u64::from(self.count) {
+            return Err(GpuError::Validation {
+                label: "splat upload".into(),
+                message: format!(
+                    "rows {first}..{end} of SH degree {} do not fit {} splats of degree {}",
+                    rows.sh_degree, self.count, self.sh_degree
+                ),
+            });
+        }
+        let at = u64::from(first);
+        let write = |buffer: &GpuBuffer, floats_per_splat: u64, data: &[f32]| {
+            if !data.is_empty() {
+                ctx.queue.write_buffer(
+                    buffer,
+                    at * floats_per_splat * 4,
+                    bytemuck::cast_slice(data),
+                );
+            }
+        };
+        write(&self.means, 3, rows.means.as_flattened());
+        write(&self.log_scales, 3, rows.log_scales.as_flattened());
+        write(&self.quats, 4, rows.rotations.as_flattened());
+        write(&self.opacities, 1, &rows.opacity_logits);
+        let bands = split_sh_bands(rows);
+        for (band, data) in bands.iter().enumerate() {
+            write(&self.sh[band], u64::from(BAND_COEFFS[band]) * 3, data);
+        }
+        Ok(())
+    }
+
     /// Reads the parameters back (blocks until the GPU is done).
     pub fn download(&self, ctx: &GpuContext) -> Result<Splats, GpuError> {
         let n = self.count as usize;

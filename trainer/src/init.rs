@@ -4,6 +4,7 @@
 
 use rayon::prelude::*;
 use splat_formats::{PointCloud, SH_C0, Splats, sh_coeffs_for_degree};
+use splat_render::{GpuContext, GpuError, GpuSplats, Owner};
 
 /// Starting opacity of every splat (3DGS).
 pub const INITIAL_OPACITY: f32 = 0.1;
@@ -12,22 +13,65 @@ const NEIGHBOURS: usize = 3;
 /// Smallest squared distance, so duplicate points still get a finite log-scale (3DGS).
 const MIN_DIST2: f32 = 1e-7;
 
+/// Points converted and uploaded per chunk by [`upload_from_points`].
+pub const UPLOAD_CHUNK: usize = 65_536;
+
 /// Splats of SH degree `sh_degree` at the points of `cloud`.
 #[must_use]
 pub fn splats_from_points(cloud: &PointCloud, sh_degree: u32) -> Splats {
-    let n = cloud.len();
     let dist2 = mean_neighbour_dist2(&cloud.positions);
+    rows_from_points(cloud, &dist2, 0..cloud.len(), sh_degree)
+}
+
+/// The splats of points `range` (their neighbour distances precomputed).
+fn rows_from_points(
+    cloud: &PointCloud,
+    dist2: &[f32],
+    range: std::ops::Range<usize>,
+    sh_degree: u32,
+) -> Splats {
+    let n = range.len();
     let rest = 3 * (sh_coeffs_for_degree(sh_degree) - 1);
     let logit = (INITIAL_OPACITY / (1.0 - INITIAL_OPACITY)).ln();
     Splats {
-        means: cloud.positions.clone(),
-        log_scales: dist2.iter().map(|d| [0.5 * d.max(MIN_DIST2).ln(); 3]).collect(),
+        means: cloud.positions[range.clone()].to_vec(),
+        log_scales: dist2[range.clone()].iter().map(|d| [0.5 * d.max(MIN_DIST2).ln(); 3]).collect(),
         rotations: vec![[1.0, 0.0, 0.0, 0.0]; n],
         opacity_logits: vec![logit; n],
-        sh_dc: cloud.colors.iter().map(|c| c.map(|v| (v - 0.5) / SH_C0)).collect(),
+        sh_dc: cloud.colors[range].iter().map(|c| c.map(|v| (v - 0.5) / SH_C0)).collect(),
         sh_rest: vec![0.0; n * rest],
         sh_degree,
     }
+}
+
+/// Uploads the splats of `cloud` straight into GPU buffers, [`UPLOAD_CHUNK`] points at a
+/// time: the host holds the cloud, 4 bytes of neighbour distance a point and one chunk of
+/// splats, never the whole scene as splats (236 bytes a point at SH 3) next to the cloud.
+pub fn upload_from_points(
+    ctx: &GpuContext,
+    cloud: &PointCloud,
+    sh_degree: u32,
+    owner: Owner,
+) -> Result<GpuSplats, GpuError> {
+    let count = u32::try_from(cloud.len()).map_err(|_| GpuError::TooLarge {
+        label: "init points".into(),
+        bytes: cloud.len() as u64,
+        limit: u64::from(u32::MAX),
+    })?;
+    let dist2 = mean_neighbour_dist2(&cloud.positions);
+    let splats = GpuSplats::allocate(ctx, count, sh_degree, owner)?;
+    for start in (0..cloud.len()).step_by(UPLOAD_CHUNK) {
+        let end = (start + UPLOAD_CHUNK).min(cloud.len());
+        splats.write_rows(
+            ctx,
+            start as u32,
+            &rows_from_points(cloud, &dist2, start..end, sh_degree),
+        )?;
+        // Lands each chunk now, so staging memory holds one chunk, not the scene.
+        ctx.queue.submit([]);
+        ctx.wait_idle()?;
+    }
+    Ok(splats)
 }
 
 /// For every point, the mean squared distance to its `NEIGHBOURS` nearest other points

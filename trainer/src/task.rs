@@ -26,10 +26,9 @@ use splat_render::{GpuContext, LedgerSnapshot, Owner};
 use crate::checkpoint::{self, Checkpoint};
 use crate::dataset::{Dataset, LoadOptions, load_dataset};
 use crate::densify::Strategy;
-use crate::init::splats_from_points;
+use crate::init::upload_from_points;
 use crate::memory::{MemoryModel, RunShape};
-use crate::train::HostOptimizerState;
-use crate::train::{EvalStats, RunSnapshot, StepStats, TrainConfig, TrainKernels, Trainer};
+use crate::train::{EvalStats, StepStats, TrainConfig, TrainKernels, Trainer};
 
 /// Commands waiting for the task at most; a full queue is an error for the sender, never a
 /// wait.
@@ -224,7 +223,8 @@ struct Task {
     receiver_gone: bool,
     state: TaskState,
     dataset: Option<Arc<Dataset>>,
-    init: Option<PointCloud>,
+    /// init.ply for the next runs; read at each start, after the previous run's teardown.
+    init: Option<PathBuf>,
     trainer: Option<Trainer>,
     /// Built once, shared by every run.
     kernels: Arc<TrainKernels>,
@@ -408,32 +408,51 @@ impl Task {
             self.warn("load a dataset before its init.ply");
             return;
         }
-        let cloud =
+        // Only the header now (is it a point cloud at all?): the points are read when a run
+        // starts, after the current run has been torn down.
+        let kind =
             std::fs::read(path).map_err(|e| format!("{}: {e}", path.display())).and_then(|bytes| {
-                ply::read_points(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+                if bytes.starts_with(b"ply") {
+                    ply::classify(&bytes)
+                        .map(|_| ())
+                        .map_err(|e| format!("{}: {e}", path.display()))
+                } else {
+                    Err(format!("{}: not a PLY point cloud", path.display()))
+                }
             });
-        match cloud {
-            Ok(cloud) if !cloud.is_empty() => {
-                self.init = Some(cloud);
+        match kind {
+            Ok(()) => {
+                self.init = Some(path.to_path_buf());
                 if self.trainer.is_some() {
                     self.warn("the new init.ply is used from the next run on");
                 }
             }
-            Ok(_) => self.error(format!("{}: the point cloud is empty", path.display())),
             Err(e) => self.error(format!("cannot use init.ply: {e}")),
         }
     }
 
-    /// Splats to start from: the loaded init.ply, else the dataset's points, else random.
-    fn initial_splats(&self, dataset: &Dataset, config: &TrainConfig) -> Splats {
-        let cloud = self
-            .init
-            .clone()
-            .or_else(|| dataset.init_points.clone().filter(|p| !p.is_empty()))
-            .unwrap_or_else(|| dataset.random_points(RANDOM_INIT_POINTS, config.seed));
-        let mut splats = splats_from_points(&cloud, config.sh_degree);
-        keep_at_most(&mut splats, config.max_splats as usize);
-        splats
+    /// Points to start from: init.ply, else the dataset's points, else random; at most
+    /// `config.max_splats` of them.
+    fn initial_points(
+        &self,
+        dataset: &Dataset,
+        config: &TrainConfig,
+    ) -> Result<PointCloud, String> {
+        let cloud = match &self.init {
+            Some(path) => {
+                let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                ply::read_points(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
+            }
+            None => dataset
+                .init_points
+                .clone()
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| dataset.random_points(RANDOM_INIT_POINTS, config.seed)),
+        };
+        if cloud.is_empty() {
+            return Err("the init point cloud is empty".into());
+        }
+        Ok(keep_at_most(cloud, config.max_splats as usize))
     }
 
     fn start(&mut self, config: &TrainConfig) {
@@ -442,26 +461,30 @@ impl Task {
             return;
         };
         let config = &self.fit_budget(&dataset, config);
-        let init = self.initial_splats(&dataset, config);
+        let points = match self.initial_points(&dataset, config) {
+            Ok(points) => points,
+            Err(e) => {
+                self.error(format!("cannot start the run: {e}"));
+                return;
+            }
+        };
         let owner = Owner::Run(self.next_run);
         self.next_run += 1;
         self.last_config = Some(config.clone());
         self.ctx.ledger().reset_peak();
-        let snapshot = RunSnapshot {
-            splats: init,
-            optimizer: HostOptimizerState::default(),
-            step: 0,
-            rng: config.seed,
-            order: Vec::new(),
-            config: config.clone(),
-        };
-        match Trainer::from_snapshot_with(
-            Arc::clone(&self.kernels),
-            &self.ctx,
-            dataset,
-            snapshot,
-            owner,
-        ) {
+        let started =
+            upload_from_points(&self.ctx, &points, config.sh_degree, owner).and_then(|splats| {
+                drop(points);
+                Trainer::start_with(
+                    Arc::clone(&self.kernels),
+                    &self.ctx,
+                    dataset,
+                    splats,
+                    config.clone(),
+                    owner,
+                )
+            });
+        match started {
             Ok(trainer) => {
                 self.emit(Event::RunStarted {
                     run: self.next_run - 1,
@@ -722,19 +745,17 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
     .map_err(|e| e.to_string())
 }
 
-/// Keeps at most `max` splats, evenly spread over the input order.
-pub fn keep_at_most(splats: &mut Splats, max: usize) {
-    let n = splats.len();
+/// Keeps at most `max` points, evenly spread over the input order.
+#[must_use]
+pub fn keep_at_most(cloud: PointCloud, max: usize) -> PointCloud {
+    let n = cloud.len();
     if n <= max {
-        return;
+        return cloud;
     }
-    let keep: Vec<usize> = (0..max).map(|i| i * n / max).collect();
-    let rest = splats.rest_per_splat();
-    splats.means = keep.iter().map(|&i| splats.means[i]).collect();
-    splats.log_scales = keep.iter().map(|&i| splats.log_scales[i]).collect();
-    splats.sh_dc = keep.iter().map(|&i| splats.sh_dc[i]).collect();
-    splats.rotations = keep.iter().map(|&i| splats.rotations[i]).collect();
-    splats.opacity_logits = keep.iter().map(|&i| splats.opacity_logits[i]).collect();
-    splats.sh_rest =
-        keep.iter().flat_map(|&i| splats.sh_rest[i * rest..(i + 1) * rest].to_vec()).collect();
+    let keep = (0..max).map(|i| i * n / max);
+    PointCloud {
+        positions: keep.clone().map(|i| cloud.positions[i]).collect(),
+        colors: keep.map(|i| cloud.colors[i]).collect(),
+        has_color: cloud.has_color,
+    }
 }

@@ -307,23 +307,69 @@ impl Trainer {
         owner: Owner,
     ) -> Result<Self, GpuError> {
         if dataset.train.is_empty() {
-            return Err(GpuError::Validation {
-                label: "train".into(),
-                message: "the dataset has no training views".into(),
-            });
+            return Err(no_views());
         }
         let splats = GpuSplats::upload(ctx, &snapshot.splats, owner)?;
+        let order = snapshot.order.iter().map(|&i| i as usize).collect();
+        Self::assemble(
+            kernels,
+            ctx,
+            dataset,
+            splats,
+            snapshot.optimizer,
+            (snapshot.step, snapshot.rng, order),
+            snapshot.config,
+            owner,
+        )
+    }
+
+    /// A fresh run from splats already on the GPU (see `init::upload_from_points`).
+    pub fn start_with(
+        kernels: Arc<TrainKernels>,
+        ctx: &GpuContext,
+        dataset: Arc<Dataset>,
+        splats: GpuSplats,
+        config: TrainConfig,
+        owner: Owner,
+    ) -> Result<Self, GpuError> {
+        if dataset.train.is_empty() {
+            return Err(no_views());
+        }
+        let rng = config.seed;
+        Self::assemble(
+            kernels,
+            ctx,
+            dataset,
+            splats,
+            HostOptimizerState::default(),
+            (0, rng, Vec::new()),
+            config,
+            owner,
+        )
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "the parts of a run, assembled in one place")]
+    fn assemble(
+        kernels: Arc<TrainKernels>,
+        ctx: &GpuContext,
+        dataset: Arc<Dataset>,
+        splats: GpuSplats,
+        optimizer: HostOptimizerState,
+        (step, rng, order): (u32, u64, Vec<usize>),
+        config: TrainConfig,
+        owner: Owner,
+    ) -> Result<Self, GpuError> {
         let mut trainer = Self {
             ctx: ctx.clone(),
             owner,
             extent: scene_extent(&dataset),
-            rng: snapshot.rng,
-            config: snapshot.config,
+            rng,
+            config,
             dataset,
             kernels,
-            run: Some(Run::Paused(splats, snapshot.optimizer)),
-            step: snapshot.step,
-            order: snapshot.order.iter().map(|&i| i as usize).collect(),
+            run: Some(Run::Paused(splats, optimizer)),
+            step,
+            order,
         };
         if trainer.order.len() != trainer.dataset.train.len() {
             // A fresh run: draw the first epoch's order (this is what step 0 would do).
@@ -735,6 +781,13 @@ fn restore_optimizer(
         ctx.queue.write_buffer(&state.grads.densify, 0, bytemuck::cast_slice(&host.densify));
     }
     Ok(state)
+}
+
+fn no_views() -> GpuError {
+    GpuError::Validation {
+        label: "train".into(),
+        message: "the dataset has no training views".into(),
+    }
 }
 
 fn paused() -> GpuError {
