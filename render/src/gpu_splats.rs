@@ -143,6 +143,35 @@ impl GpuSplats {
         Ok(())
     }
 
+    /// A copy on the GPU, for another owner (the viewer).
+    pub fn duplicate(&self, ctx: &GpuContext, owner: Owner) -> Result<Self, GpuError> {
+        let copy = Self::allocate(ctx, self.count, self.sh_degree, owner)?;
+        copy.copy_from(ctx, self);
+        Ok(copy)
+    }
+
+    /// Overwrites these buffers with `source`'s (same count and degree); recorded and
+    /// submitted, not waited for.
+    pub fn copy_from(&self, ctx: &GpuContext, source: &Self) {
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("copy splats") });
+        let pairs = [
+            (&source.means, &self.means),
+            (&source.log_scales, &self.log_scales),
+            (&source.quats, &self.quats),
+            (&source.opacities, &self.opacities),
+            (&source.sh[0], &self.sh[0]),
+            (&source.sh[1], &self.sh[1]),
+            (&source.sh[2], &self.sh[2]),
+            (&source.sh[3], &self.sh[3]),
+        ];
+        for (from, to) in pairs {
+            encoder.copy_buffer_to_buffer(from, 0, to, 0, from.size().min(to.size()));
+        }
+        ctx.queue.submit([encoder.finish()]);
+    }
+
     /// Reads the parameters back (blocks until the GPU is done).
     pub fn download(&self, ctx: &GpuContext) -> Result<Splats, GpuError> {
         let n = self.count as usize;

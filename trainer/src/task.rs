@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use splat_formats::{PointCloud, Splats, ply, spz};
-use splat_render::{GpuContext, LedgerSnapshot, Owner};
+use splat_render::{GpuContext, GpuSplats, LedgerSnapshot, Owner};
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::dataset::{Dataset, LoadOptions, load_dataset};
@@ -40,6 +40,38 @@ pub const EVENT_CAPACITY: usize = 1024;
 pub const RANDOM_INIT_POINTS: usize = 100_000;
 /// A memory event every this many steps while training.
 const MEMORY_EVERY: u32 = 10;
+/// The viewer slot is refreshed every this many steps (and when a run pauses or finishes).
+const VIEWER_EVERY: u32 = 10;
+
+/// The latest splats of the current run, for a viewer on the same device: a copy owned by
+/// [`Owner::Viewer`], so the viewer never holds a run's own buffers. The viewer takes the
+/// `Arc` each frame and drops it after drawing; the task clears the slot at teardown, so a
+/// dead run's splats are gone once the viewer's frame ends.
+#[derive(Clone, Debug, Default)]
+pub struct ViewerSlot(Arc<std::sync::Mutex<Option<ViewerSplats>>>);
+
+#[derive(Clone, Debug)]
+pub struct ViewerSplats {
+    pub run: u64,
+    pub step: u32,
+    pub splats: Arc<GpuSplats>,
+}
+
+impl ViewerSlot {
+    /// The latest splats, if a run has any.
+    #[must_use]
+    pub fn latest(&self) -> Option<ViewerSplats> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn set(&self, value: Option<ViewerSplats>) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = value;
+    }
+
+    fn take(&self) -> Option<ViewerSplats> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
@@ -153,6 +185,7 @@ pub enum TaskError {
 pub struct TaskHandle {
     commands: SyncSender<Command>,
     events: Receiver<Event>,
+    viewer: ViewerSlot,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -161,11 +194,19 @@ impl TaskHandle {
     pub fn spawn(ctx: GpuContext) -> Result<Self, TaskError> {
         let (commands, command_rx) = sync_channel(COMMAND_CAPACITY);
         let (event_tx, events) = sync_channel(EVENT_CAPACITY);
+        let viewer = ViewerSlot::default();
+        let slot = viewer.clone();
         let thread = std::thread::Builder::new()
             .name("splat-trainer".into())
-            .spawn(move || Task::new(ctx, command_rx, event_tx).run())
+            .spawn(move || Task::new(ctx, command_rx, event_tx, slot).run())
             .map_err(TaskError::Spawn)?;
-        Ok(Self { commands, events, thread: Some(thread) })
+        Ok(Self { commands, events, viewer, thread: Some(thread) })
+    }
+
+    /// The latest-splats slot for a viewer.
+    #[must_use]
+    pub fn viewer(&self) -> &ViewerSlot {
+        &self.viewer
     }
 
     /// Queues a command; never waits.
@@ -221,6 +262,7 @@ struct Task {
     commands: Receiver<Command>,
     events: SyncSender<Event>,
     receiver_gone: bool,
+    viewer: ViewerSlot,
     state: TaskState,
     dataset: Option<Arc<Dataset>>,
     /// init.ply for the next runs; read at each start, after the previous run's teardown.
@@ -235,8 +277,14 @@ struct Task {
 }
 
 impl Task {
-    fn new(ctx: GpuContext, commands: Receiver<Command>, events: SyncSender<Event>) -> Self {
+    fn new(
+        ctx: GpuContext,
+        commands: Receiver<Command>,
+        events: SyncSender<Event>,
+        viewer: ViewerSlot,
+    ) -> Self {
         Self {
+            viewer,
             kernels: Arc::new(TrainKernels::new(&ctx)),
             memory_budget: crate::memory::default_budget(&ctx),
             ctx,
@@ -349,6 +397,7 @@ impl Task {
                 Some(trainer) if self.state == TaskState::Training => match trainer.pause() {
                     Ok(()) => {
                         self.set_state(TaskState::Paused);
+                        self.refresh_viewer();
                         self.memory();
                     }
                     Err(e) => self.fail_run(&format!("pause failed: {e}")),
@@ -574,6 +623,9 @@ impl Task {
                     Some(Err(e)) => self.warn(format!("evaluation failed: {e}")),
                     None => {}
                 }
+                if stats.step % VIEWER_EVERY == 0 || stats.step == 1 || stats.step >= planned {
+                    self.refresh_viewer();
+                }
                 if stats.step % MEMORY_EVERY == 0 || stats.refine.is_some() {
                     self.memory();
                 }
@@ -603,8 +655,43 @@ impl Task {
         self.set_state(if self.dataset.is_some() { TaskState::Ready } else { TaskState::Empty });
     }
 
+    /// Copies the current run's splats into the viewer slot, reusing the slot's buffers when
+    /// the viewer is not holding them and the shape is unchanged.
+    fn refresh_viewer(&mut self) {
+        let Some(trainer) = self.trainer.as_ref() else { return };
+        let Some(source) = trainer.gpu_splats() else { return };
+        let run = match trainer.owner() {
+            Owner::Run(id) => id,
+            _ => 0,
+        };
+        let step = trainer.step_count();
+        let mut current = self.viewer.take();
+        let reused =
+            current.as_mut().and_then(|v| Arc::get_mut(&mut v.splats)).is_some_and(|copy| {
+                let fits = copy.count == source.count && copy.sh_degree == source.sh_degree;
+                if fits {
+                    copy.copy_from(&self.ctx, source);
+                }
+                fits
+            });
+        let next = if reused {
+            current.map(|v| ViewerSplats { run, step, ..v })
+        } else {
+            drop(current);
+            match source.duplicate(&self.ctx, Owner::Viewer) {
+                Ok(copy) => Some(ViewerSplats { run, step, splats: Arc::new(copy) }),
+                Err(e) => {
+                    self.warn(format!("the viewer copy failed: {e}"));
+                    None
+                }
+            }
+        };
+        self.viewer.set(next);
+    }
+
     /// Drops the run and checks that its owner holds nothing afterwards.
     fn teardown(&mut self) {
+        self.viewer.set(None);
         if let Some(trainer) = self.trainer.take() {
             let owner = trainer.owner();
             drop(trainer);
@@ -706,7 +793,10 @@ impl Task {
                 });
                 self.trainer = Some(trainer);
                 match paused {
-                    Ok(()) => self.set_state(TaskState::Paused),
+                    Ok(()) => {
+                        self.set_state(TaskState::Paused);
+                        self.refresh_viewer();
+                    }
                     Err(e) => self.fail_run(&format!("pause failed: {e}")),
                 }
             }

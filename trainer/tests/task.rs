@@ -97,10 +97,19 @@ fn a_run_goes_through_the_states_and_leaves_nothing() {
     task.send(Command::SaveCheckpoint { path: dir.join("run.ckpt") }).unwrap();
     let events = until(&task, |e| matches!(e, Event::CheckpointSaved(_) | Event::Error(_)));
     assert!(matches!(events.last(), Some(Event::CheckpointSaved(_))), "{events:?}");
+    // The viewer slot holds a copy of the paused run's splats, owned by the viewer.
+    let latest = task.viewer().latest().expect("splats for the viewer");
+    assert!(latest.splats.count > 0 && latest.step >= 3);
+    assert!(ctx.ledger().owner_bytes(Owner::Viewer) > 0);
+    drop(latest);
     task.send(Command::Resume).unwrap();
     until(&task, |e| *e == Event::State(TaskState::Training));
     task.send(Command::Stop).unwrap();
     until(&task, |e| *e == Event::State(TaskState::Ready));
+    // Teardown clears the slot: nothing of the dead run stays, the viewer's copy included.
+    assert!(task.viewer().latest().is_none());
+    ctx.wait_idle().unwrap();
+    assert_eq!(ctx.ledger().owner_bytes(Owner::Viewer), 0);
     // Continue the checkpoint: it comes back paused, then trains on.
     task.send(Command::LoadCheckpoint { path: dir.join("run.ckpt") }).unwrap();
     until(&task, |e| *e == Event::State(TaskState::Paused));
