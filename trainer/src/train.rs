@@ -582,7 +582,7 @@ impl Trainer {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("adam") });
         if let Strategy::Mcmc(mcmc) = &self.config.strategy {
             // MCMC's opacity and scale regularisers act on the gradients before Adam.
-            self.kernels.densifier.mcmc_regularize(&ctx, &mut encoder, mcmc, state, self.owner)?;
+            self.kernels.densifier.mcmc_regularize(&ctx, &mut encoder, mcmc, state)?;
         }
         let (rates, extent, step0) = (self.config.learning_rates, self.extent, self.step);
         self.kernels.adam.encode(
@@ -636,7 +636,6 @@ impl Trainer {
                 lr_means,
                 step_number,
                 seed,
-                self.owner,
             )?;
             ctx.queue.submit([encoder.finish()]);
         }

@@ -836,9 +836,7 @@ fn mcmc_is_deterministic_for_a_seed() {
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("noise") });
             let config = McmcConfig::default();
-            densifier
-                .mcmc_noise(&ctx, &mut encoder, &config, &state, 1.6e-4, step, seed, OWNER)
-                .unwrap();
+            densifier.mcmc_noise(&ctx, &mut encoder, &config, &state, 1.6e-4, step, seed).unwrap();
             ctx.queue.submit([encoder.finish()]);
         }
         state.splats.download(&ctx).unwrap()
@@ -868,7 +866,7 @@ fn mcmc_regularization_gradients_match_the_cpu() {
     let config = McmcConfig { opacity_reg: 0.3, scale_reg: 0.7, ..McmcConfig::default() };
     let mut encoder =
         ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("reg") });
-    densifier.mcmc_regularize(&ctx, &mut encoder, &config, &state, OWNER).unwrap();
+    densifier.mcmc_regularize(&ctx, &mut encoder, &config, &state).unwrap();
     ctx.queue.submit([encoder.finish()]);
     let got_o = read_f32(&ctx, &state.grads.v_opacities, n).unwrap();
     let got_s = read_f32(&ctx, &state.grads.v_log_scales, 3 * n).unwrap();
@@ -902,7 +900,7 @@ fn mcmc_noise_moves_transparent_splats_by_their_covariance() {
     let lr = 1.6e-4;
     let mut encoder =
         ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("noise") });
-    densifier.mcmc_noise(&ctx, &mut encoder, &config, &state, lr, 700, SEED, OWNER).unwrap();
+    densifier.mcmc_noise(&ctx, &mut encoder, &config, &state, lr, 700, SEED).unwrap();
     ctx.queue.submit([encoder.finish()]);
     let got = state.splats.download(&ctx).unwrap();
     let gate = |o: f32| sigmoid(NOISE_GATE_SHARPNESS * ((1.0 - o) - NOISE_GATE_CENTER));
@@ -990,10 +988,8 @@ fn dispatches_folded_into_2d_give_the_same_results() {
         let mut encoder = ctx
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("mcmc") });
-        densifier.mcmc_regularize(&ctx, &mut encoder, &config, &state, OWNER).unwrap();
-        densifier
-            .mcmc_noise(&ctx, &mut encoder, &config, &state, 1e-3, EARLY_STEP, SEED, OWNER)
-            .unwrap();
+        densifier.mcmc_regularize(&ctx, &mut encoder, &config, &state).unwrap();
+        densifier.mcmc_noise(&ctx, &mut encoder, &config, &state, 1e-3, EARLY_STEP, SEED).unwrap();
         ctx.queue.submit([encoder.finish()]);
         (
             result,

@@ -131,7 +131,15 @@ pub(crate) struct Kernels {
     regularize: wgpu::ComputePipeline,
     noise: wgpu::ComputePipeline,
     limits: DispatchLimits,
+    /// Parameter slots of the per-step kernels (opacity reset, regulariser, noise), made on
+    /// first use and kept: nothing is allocated per step. One write per slot per submit.
+    params: std::sync::Mutex<Option<GpuBuffer>>,
 }
+
+/// Slots of [`Kernels::params`].
+const RESET_SLOT: u64 = 0;
+const REGULARIZE_SLOT: u64 = 1;
+const NOISE_SLOT: u64 = 2;
 
 fn pipeline(ctx: &GpuContext, kernel: Kernel) -> wgpu::ComputePipeline {
     let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -176,20 +184,32 @@ fn uniform_slot(buffer: &wgpu::Buffer, slot: u64, bytes: u64) -> wgpu::BindingRe
     })
 }
 
-/// A small uniform buffer holding `value`, registered under the run's owner.
-fn uniform_buffer<T: Pod>(
-    ctx: &GpuContext,
-    label: &str,
-    value: &T,
-    owner: Owner,
-) -> Result<GpuBuffer, GpuError> {
-    ctx.create_buffer_init(
-        label,
-        bytemuck::bytes_of(value),
-        wgpu::BufferUsages::STORAGE,
-        Category::Other,
-        owner,
-    )
+impl Kernels {
+    /// Writes `value` into parameter slot `slot` and returns the buffer to bind it from.
+    fn param_slot<T: Pod>(
+        &self,
+        ctx: &GpuContext,
+        slot: u64,
+        value: &T,
+    ) -> Result<wgpu::Buffer, GpuError> {
+        let mut params = self.params.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if params.is_none() {
+            *params = Some(ctx.create_buffer(
+                "densify kernel parameters",
+                3 * UNIFORM_SLOT,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                Category::Other,
+                Owner::Shared,
+            )?);
+        }
+        let buffer: &wgpu::Buffer =
+            params.as_ref().map(|b| &**b).ok_or_else(|| GpuError::Validation {
+                label: "densify".into(),
+                message: "parameter buffer missing".into(),
+            })?;
+        ctx.queue.write_buffer(buffer, slot * UNIFORM_SLOT, bytemuck::bytes_of(value));
+        Ok(buffer.clone())
+    }
 }
 
 impl Kernels {
@@ -201,6 +221,7 @@ impl Kernels {
             regularize: pipeline(ctx, Kernel::McmcRegularize),
             noise: pipeline(ctx, Kernel::McmcNoise),
             limits,
+            params: std::sync::Mutex::new(None),
         }
     }
 
@@ -300,26 +321,23 @@ impl Kernels {
         opacities: &wgpu::Buffer,
         count: u32,
         max_logit: f32,
-        owner: Owner,
     ) -> Result<(), GpuError> {
-        let uniform = uniform_buffer(
-            ctx,
-            "opacity reset uniform",
-            &ResetUniform { count, max_logit, _pad: [0; 2] },
-            owner,
-        )?;
+        let slots =
+            self.param_slot(ctx, RESET_SLOT, &ResetUniform { count, max_logit, _pad: [0; 2] })?;
         let bind = bind_group(
             ctx,
             &self.opacity_reset,
             Kernel::OpacityReset.label(),
-            &[uniform.as_entire_binding(), opacities.as_entire_binding()],
+            &[
+                uniform_slot(&slots, RESET_SLOT, size_of::<ResetUniform>() as u64),
+                opacities.as_entire_binding(),
+            ],
         );
         self.dispatch(encoder, Kernel::OpacityReset.label(), &self.opacity_reset, &bind, count);
         Ok(())
     }
 
     /// Records the MCMC regularisers' gradients (see `mcmc_regularize.wgsl`).
-    #[expect(clippy::too_many_arguments, reason = "the bindings of one kernel")]
     pub fn encode_regularize(
         &self,
         ctx: &GpuContext,
@@ -328,20 +346,15 @@ impl Kernels {
         [opacity_coefficient, scale_coefficient]: [f32; 2],
         [opacities, log_scales]: [&wgpu::Buffer; 2],
         [v_opacities, v_log_scales]: [&wgpu::Buffer; 2],
-        owner: Owner,
     ) -> Result<(), GpuError> {
-        let uniform = uniform_buffer(
-            ctx,
-            "mcmc regularize uniform",
-            &RegularizeUniform { count, opacity_coefficient, scale_coefficient, _pad: 0 },
-            owner,
-        )?;
+        let value = RegularizeUniform { count, opacity_coefficient, scale_coefficient, _pad: 0 };
+        let slots = self.param_slot(ctx, REGULARIZE_SLOT, &value)?;
         let bind = bind_group(
             ctx,
             &self.regularize,
             Kernel::McmcRegularize.label(),
             &[
-                uniform.as_entire_binding(),
+                uniform_slot(&slots, REGULARIZE_SLOT, size_of::<RegularizeUniform>() as u64),
                 opacities.as_entire_binding(),
                 log_scales.as_entire_binding(),
                 v_opacities.as_entire_binding(),
@@ -365,20 +378,15 @@ impl Kernels {
         scaler: f32,
         [gate_sharpness, gate_center]: [f32; 2],
         params: [&wgpu::Buffer; 4],
-        owner: Owner,
     ) -> Result<(), GpuError> {
-        let uniform = uniform_buffer(
-            ctx,
-            "mcmc noise uniform",
-            &NoiseUniform { count, seed, scaler, gate_sharpness, gate_center, _pad: [0; 3] },
-            owner,
-        )?;
+        let value = NoiseUniform { count, seed, scaler, gate_sharpness, gate_center, _pad: [0; 3] };
+        let slots = self.param_slot(ctx, NOISE_SLOT, &value)?;
         let bind = bind_group(
             ctx,
             &self.noise,
             Kernel::McmcNoise.label(),
             &[
-                uniform.as_entire_binding(),
+                uniform_slot(&slots, NOISE_SLOT, size_of::<NoiseUniform>() as u64),
                 params[0].as_entire_binding(),
                 params[1].as_entire_binding(),
                 params[2].as_entire_binding(),

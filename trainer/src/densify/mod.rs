@@ -349,7 +349,7 @@ impl Densifier {
                     stats = Some(refine_stats);
                 }
                 if config.resets_opacity_at(step) {
-                    self.reset_opacity(ctx, &state, config.opacity_reset_value, owner)?;
+                    self.reset_opacity(ctx, &state, config.opacity_reset_value)?;
                     let stats = stats.get_or_insert(RefineStats {
                         count: state.splats.count,
                         ..Default::default()
@@ -407,7 +407,6 @@ impl Densifier {
         encoder: &mut wgpu::CommandEncoder,
         config: &McmcConfig,
         state: &TrainState,
-        owner: Owner,
     ) -> Result<(), GpuError> {
         let n = state.splats.count;
         if n == 0 || (config.opacity_reg == 0.0 && config.scale_reg == 0.0) {
@@ -420,7 +419,6 @@ impl Densifier {
             [config.opacity_reg / n as f32, config.scale_reg / (3.0 * n as f32)],
             [&state.splats.opacities, &state.splats.log_scales],
             [&state.grads.v_opacities, &state.grads.v_log_scales],
-            owner,
         )
     }
 
@@ -441,7 +439,6 @@ impl Densifier {
         lr_means: f32,
         step: u32,
         seed: u64,
-        owner: Owner,
     ) -> Result<(), GpuError> {
         let n = state.splats.count;
         let scaler = lr_means * config.noise_lr;
@@ -458,7 +455,6 @@ impl Densifier {
             scaler,
             [NOISE_GATE_SHARPNESS, NOISE_GATE_CENTER],
             [&s.means, &s.quats, &s.log_scales, &s.opacities],
-            owner,
         )
     }
 
@@ -469,7 +465,6 @@ impl Densifier {
         ctx: &GpuContext,
         state: &TrainState,
         value: f32,
-        owner: Owner,
     ) -> Result<(), GpuError> {
         ctx.checked("opacity reset", || {
             let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -481,7 +476,6 @@ impl Densifier {
                 &state.splats.opacities,
                 state.splats.count,
                 logit(value),
-                owner,
             )?;
             encoder.clear_buffer(&state.adam.opacities.m, 0, None);
             encoder.clear_buffer(&state.adam.opacities.v, 0, None);
