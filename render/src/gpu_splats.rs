@@ -143,6 +143,22 @@ impl GpuSplats {
         Ok(())
     }
 
+    /// The parameter buffers in binding order: means, log-scales, quats, opacities, SH bands
+    /// 0..=3 (the order of `splat_params.wgsl`, of Adam's moments and of the gradients).
+    #[must_use]
+    pub fn buffers(&self) -> [&wgpu::Buffer; 8] {
+        [
+            &self.means,
+            &self.log_scales,
+            &self.quats,
+            &self.opacities,
+            &self.sh[0],
+            &self.sh[1],
+            &self.sh[2],
+            &self.sh[3],
+        ]
+    }
+
     /// A copy on the GPU, for another owner (the viewer).
     pub fn duplicate(&self, ctx: &GpuContext, owner: Owner) -> Result<Self, GpuError> {
         let copy = Self::allocate(ctx, self.count, self.sh_degree, owner)?;
@@ -156,17 +172,7 @@ impl GpuSplats {
         let mut encoder = ctx
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("copy splats") });
-        let pairs = [
-            (&source.means, &self.means),
-            (&source.log_scales, &self.log_scales),
-            (&source.quats, &self.quats),
-            (&source.opacities, &self.opacities),
-            (&source.sh[0], &self.sh[0]),
-            (&source.sh[1], &self.sh[1]),
-            (&source.sh[2], &self.sh[2]),
-            (&source.sh[3], &self.sh[3]),
-        ];
-        for (from, to) in pairs {
+        for (from, to) in source.buffers().into_iter().zip(self.buffers()) {
             encoder.copy_buffer_to_buffer(from, 0, to, 0, from.size().min(to.size()));
         }
         ctx.queue.submit([encoder.finish()]);
@@ -261,6 +267,21 @@ pub struct SplatGradients {
 }
 
 impl SplatGradients {
+    /// The gradient buffers in the order of [`GpuSplats::buffers`].
+    #[must_use]
+    pub fn buffers(&self) -> [&wgpu::Buffer; 8] {
+        [
+            &self.v_means,
+            &self.v_log_scales,
+            &self.v_quats,
+            &self.v_opacities,
+            &self.v_sh[0],
+            &self.v_sh[1],
+            &self.v_sh[2],
+            &self.v_sh[3],
+        ]
+    }
+
     pub fn new(ctx: &GpuContext, splats: &GpuSplats, owner: Owner) -> Result<Self, GpuError> {
         let n = splats.count as usize;
         let grad = |label: &str, floats: usize| {

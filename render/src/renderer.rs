@@ -239,26 +239,15 @@ impl Renderer {
             label: Some("render pass 1"),
         });
         if n > 0 {
-            let bind = bind_group(
-                ctx,
-                &self.project_forward,
-                "project_forward",
-                &[
-                    &scratch.uniform,
-                    &splats.means,
-                    &splats.log_scales,
-                    &splats.quats,
-                    &splats.opacities,
-                    &splats.sh[0],
-                    &splats.sh[1],
-                    &splats.sh[2],
-                    &splats.sh[3],
-                    &scratch.projected,
-                    &scratch.tiles_touched,
-                    &scratch.depth_keys,
-                    &scratch.splat_ids,
-                ],
-            );
+            let outputs = [
+                &*scratch.projected,
+                &scratch.tiles_touched,
+                &scratch.depth_keys,
+                &scratch.splat_ids,
+            ];
+            let buffers: Vec<&wgpu::Buffer> =
+                std::iter::once(&*scratch.uniform).chain(splats.buffers()).chain(outputs).collect();
+            let bind = bind_group(ctx, &self.project_forward, "project_forward", &buffers);
             dispatch(&mut encoder, &self.project_forward, &bind, self.groups(n));
             self.sort.encode(
                 ctx,
@@ -354,32 +343,13 @@ impl Renderer {
             self.limits.grid(tiles_x * tiles_y),
         );
         if n > 0 {
-            let bind = bind_group(
-                ctx,
-                &self.project_backward,
-                "project_backward",
-                &[
-                    &scratch.uniform,
-                    &splats.means,
-                    &splats.log_scales,
-                    &splats.quats,
-                    &splats.opacities,
-                    &splats.sh[0],
-                    &splats.sh[1],
-                    &splats.sh[2],
-                    &splats.sh[3],
-                    &scratch.v_projected,
-                    &grads.v_means,
-                    &grads.v_log_scales,
-                    &grads.v_quats,
-                    &grads.v_opacities,
-                    &grads.v_sh[0],
-                    &grads.v_sh[1],
-                    &grads.v_sh[2],
-                    &grads.v_sh[3],
-                    &grads.densify,
-                ],
-            );
+            let buffers: Vec<&wgpu::Buffer> = std::iter::once(&*scratch.uniform)
+                .chain(splats.buffers())
+                .chain(std::iter::once(&*scratch.v_projected))
+                .chain(grads.buffers())
+                .chain(std::iter::once(&*grads.densify))
+                .collect();
+            let bind = bind_group(ctx, &self.project_backward, "project_backward", &buffers);
             dispatch(&mut encoder, &self.project_backward, &bind, self.groups(n));
         }
         ctx.queue.submit([encoder.finish()]);

@@ -38,6 +38,17 @@ const _: () = assert!(size_of::<AdamUniform>() == 32);
 const SLOT: u64 = 256;
 /// Parameter buffers of a scene: means, log-scales, quats, opacities, SH bands 0..=3.
 const BUFFERS: usize = 8;
+/// The learning-rate group of each buffer of `GpuSplats::buffers`.
+const GROUPS: [ParamGroup; BUFFERS] = [
+    ParamGroup::Means,
+    ParamGroup::LogScales,
+    ParamGroup::Quats,
+    ParamGroup::Opacities,
+    ParamGroup::ShDc,
+    ParamGroup::ShRest,
+    ParamGroup::ShRest,
+    ParamGroup::ShRest,
+];
 
 /// First and second moments of one parameter buffer.
 #[derive(Debug)]
@@ -204,16 +215,13 @@ impl Adam {
         t: u32,
         lr: impl Fn(ParamGroup) -> f32,
     ) {
-        let params = [
-            (&splats.means, &grads.v_means, ParamGroup::Means),
-            (&splats.log_scales, &grads.v_log_scales, ParamGroup::LogScales),
-            (&splats.quats, &grads.v_quats, ParamGroup::Quats),
-            (&splats.opacities, &grads.v_opacities, ParamGroup::Opacities),
-            (&splats.sh[0], &grads.v_sh[0], ParamGroup::ShDc),
-            (&splats.sh[1], &grads.v_sh[1], ParamGroup::ShRest),
-            (&splats.sh[2], &grads.v_sh[2], ParamGroup::ShRest),
-            (&splats.sh[3], &grads.v_sh[3], ParamGroup::ShRest),
-        ];
+        let params: Vec<(&wgpu::Buffer, &wgpu::Buffer, ParamGroup)> = splats
+            .buffers()
+            .into_iter()
+            .zip(grads.buffers())
+            .zip(GROUPS)
+            .map(|((param, grad), group)| (param, grad, group))
+            .collect();
         let t = t.max(1) as i32;
         let correction1 = 1.0 - self.beta1.powi(t);
         let correction2 = (1.0 - self.beta2.powi(t)).sqrt();
