@@ -68,8 +68,12 @@ fn layers_point_one_way() {
 fn one_wgpu_version() {
     // The app and the trainer share eframe's device only if there is a single wgpu.
     let tree = normal_dependencies("splatforge");
-    let versions: std::collections::BTreeSet<&str> =
-        tree.lines().filter(|l| l.starts_with("wgpu v")).collect();
+    // `cargo tree` marks a crate it has shown before with " (*)": same crate, same version.
+    let versions: std::collections::BTreeSet<&str> = tree
+        .lines()
+        .filter(|l| l.starts_with("wgpu v"))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
     assert_eq!(versions.len(), 1, "wgpu versions: {versions:?}");
 }
 

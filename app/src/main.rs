@@ -11,12 +11,28 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// With no subcommand, the desktop window opens (with the built-in sample scene, or PATH).
 #[derive(Parser)]
 #[command(name = "splatforge", version, about = "Train and view 3D Gaussian splats on your GPU.")]
-#[command(arg_required_else_help = true)]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// A dataset folder or .zip, or a splat file, to open in the window.
+    path: Option<PathBuf>,
+    /// Where Ctrl+E and Ctrl+S write (default: <dataset>_exports beside the dataset).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Start training as soon as the dataset is loaded.
+    #[arg(long)]
+    start: bool,
+    /// Steps of the runs started from the window.
+    #[arg(long)]
+    steps: Option<u32>,
+    /// GPU memory budget of the runs started from the window, in bytes (default: from the
+    /// adapter).
+    #[arg(long)]
+    memory_budget: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -118,6 +134,12 @@ enum Command {
         #[arg(long, default_value_t = 64)]
         max_resolution: u32,
     },
+    /// Regenerate the built-in sample scene (assets/sample-scene.zip) from its definition.
+    #[command(hide = true)]
+    MakeSampleScene {
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Time the rasterizer forward and forward + backward on random scenes.
     BenchRender {
         /// Splat counts, comma-separated.
@@ -138,7 +160,18 @@ enum Command {
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
-    let result = match cli.command {
+    let Some(command) = cli.command else {
+        let args = splatforge::gui::GuiArgs {
+            path: cli.path,
+            out: cli.out,
+            start: cli.start,
+            steps: cli.steps,
+            memory_budget: cli.memory_budget,
+        };
+        return exit_code(splatforge::gui::run(args));
+    };
+    let result = match command {
+        Command::MakeSampleScene { out } => make_sample_scene(&out),
         Command::Info { path, max_resolution } => info::run(&path, max_resolution),
         Command::Train {
             dataset,
@@ -198,6 +231,17 @@ fn main() -> ExitCode {
             })
         }
     };
+    exit_code(result)
+}
+
+fn make_sample_scene(out: &std::path::Path) -> anyhow::Result<()> {
+    let ctx = pollster::block_on(splat_trainer::render::GpuContext::new_headless())?;
+    splat_trainer::sample_scene::write_zip(&ctx, out)?;
+    eprintln!("wrote {}", out.display());
+    Ok(())
+}
+
+fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

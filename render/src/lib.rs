@@ -11,12 +11,14 @@ pub mod kernels;
 pub mod ledger;
 pub mod reference;
 mod renderer;
+pub mod view_controller;
 
 pub use camera::Camera;
 pub use context::{GpuBuffer, GpuContext, GpuError, GpuTexture, device_descriptor, texture_bytes};
 pub use gpu_splats::{GpuSplats, SplatGradients};
 pub use ledger::{Allocation, Category, Ledger, LedgerEntry, LedgerSnapshot, Owner};
 pub use renderer::{FrameScratch, FrameStats, RenderSettings, Renderer};
+pub use view_controller::ViewController;
 pub use wgpu;
 
 /// Side of the square screen tiles the rasterizer bins splats into, in pixels.

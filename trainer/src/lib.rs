@@ -7,6 +7,7 @@ pub mod init;
 pub mod loss;
 pub mod memory;
 pub mod optim;
+pub mod sample_scene;
 pub mod task;
 pub mod train;
 

@@ -73,6 +73,18 @@ impl ViewerSlot {
     }
 }
 
+/// The loaded dataset, shared with the UI (its cameras and ground-truth images) without a
+/// copy. Whoever holds one keeps the images in host memory, so a UI drops its handle before it
+/// asks for another dataset. Equal when it is the same dataset in memory.
+#[derive(Clone, Debug)]
+pub struct SharedDataset(pub Arc<Dataset>);
+
+impl PartialEq for SharedDataset {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
     /// Load a dataset (tears down any run first).
@@ -141,6 +153,7 @@ pub enum Event {
         train: usize,
         eval: usize,
         init_points: usize,
+        dataset: SharedDataset,
     },
     RunStarted {
         run: u64,
@@ -180,6 +193,9 @@ pub enum TaskError {
     Spawn(std::io::Error),
 }
 
+/// Called by the task after each event it sends.
+pub type Notify = Arc<dyn Fn() + Send + Sync>;
+
 /// The sending side, held by the UI or the command line.
 #[derive(Debug)]
 pub struct TaskHandle {
@@ -192,13 +208,20 @@ pub struct TaskHandle {
 impl TaskHandle {
     /// Starts the task on its own thread, on `ctx`'s device.
     pub fn spawn(ctx: GpuContext) -> Result<Self, TaskError> {
+        Self::spawn_with_notify(ctx, Arc::new(|| {}))
+    }
+
+    /// Like [`TaskHandle::spawn`], and calls `notify` after each event it sends (a UI asks
+    /// for a repaint there, so it wakes exactly when there is news). `notify` runs on the
+    /// trainer thread: keep it short and non-blocking.
+    pub fn spawn_with_notify(ctx: GpuContext, notify: Notify) -> Result<Self, TaskError> {
         let (commands, command_rx) = sync_channel(COMMAND_CAPACITY);
         let (event_tx, events) = sync_channel(EVENT_CAPACITY);
         let viewer = ViewerSlot::default();
         let slot = viewer.clone();
         let thread = std::thread::Builder::new()
             .name("splat-trainer".into())
-            .spawn(move || Task::new(ctx, command_rx, event_tx, slot).run())
+            .spawn(move || Task::new(ctx, command_rx, event_tx, slot, notify).run())
             .map_err(TaskError::Spawn)?;
         Ok(Self { commands, events, viewer, thread: Some(thread) })
     }
@@ -261,6 +284,7 @@ struct Task {
     ctx: GpuContext,
     commands: Receiver<Command>,
     events: SyncSender<Event>,
+    notify: Notify,
     receiver_gone: bool,
     viewer: ViewerSlot,
     state: TaskState,
@@ -282,8 +306,10 @@ impl Task {
         commands: Receiver<Command>,
         events: SyncSender<Event>,
         viewer: ViewerSlot,
+        notify: Notify,
     ) -> Self {
         Self {
+            notify,
             viewer,
             kernels: Arc::new(TrainKernels::new(&ctx)),
             memory_budget: crate::memory::default_budget(&ctx),
@@ -347,6 +373,8 @@ impl Task {
         if result.is_err() {
             log::warn!("nobody receives the trainer's events any more");
             self.receiver_gone = true;
+        } else {
+            (self.notify)();
         }
     }
 
@@ -436,13 +464,15 @@ impl Task {
                 for warning in &dataset.warnings {
                     self.warn(warning.clone());
                 }
+                let dataset = Arc::new(dataset);
                 self.emit(Event::DatasetLoaded {
                     path: path.to_path_buf(),
                     train: dataset.train.len(),
                     eval: dataset.eval.len(),
                     init_points: dataset.init_points.as_ref().map_or(0, PointCloud::len),
+                    dataset: SharedDataset(Arc::clone(&dataset)),
                 });
-                self.dataset = Some(Arc::new(dataset));
+                self.dataset = Some(dataset);
                 self.set_state(TaskState::Ready);
             }
             Err(e) => {
@@ -564,7 +594,7 @@ impl Task {
         let max_splats = u32::try_from(fits).unwrap_or(u32::MAX).min(config.max_splats).max(1);
         if max_splats < config.max_splats {
             self.warn(format!(
-                "--max-splats {} does not fit the memory budget of {} bytes: capped at {max_splats}",
+                "max splats {}: does not fit the memory budget of {} bytes, capped at {max_splats}",
                 config.max_splats, self.memory_budget
             ));
         }
@@ -630,7 +660,14 @@ impl Task {
                     self.memory();
                 }
                 for error in self.ctx.take_uncaptured_errors() {
-                    self.error(format!("GPU error: {error}"));
+                    // The device may be shared with a window: its surface's errors (such as a
+                    // reconfigure that timed out while a step kept the GPU busy, which the
+                    // window retries) are not the run's.
+                    if error.contains("Surface::") {
+                        self.warn(format!("window surface: {error}"));
+                    } else {
+                        self.error(format!("GPU error: {error}"));
+                    }
                 }
                 if stats.step >= planned {
                     self.emit(Event::Finished { step: stats.step });
@@ -724,9 +761,8 @@ impl Task {
             self.warn("nothing to export: no run");
             return;
         };
-        let result = trainer
-            .splats()
-            .map_err(|e| e.to_string())
+        let result = create_parent(path)
+            .and_then(|()| trainer.splats().map_err(|e| e.to_string()))
             .and_then(|splats| write_splats(path, &splats));
         match result {
             Ok(()) => self.emit(Event::Exported(path.to_path_buf())),
@@ -739,11 +775,13 @@ impl Task {
             self.warn("nothing to checkpoint: no run");
             return;
         };
-        let result = trainer.snapshot().map_err(|e| e.to_string()).and_then(|snapshot| {
-            let checkpoint =
-                Checkpoint { snapshot, dataset: checkpoint::dataset_identity(dataset) };
-            checkpoint::save(path, &checkpoint).map_err(|e| e.to_string())
-        });
+        let result = create_parent(path)
+            .and_then(|()| trainer.snapshot().map_err(|e| e.to_string()))
+            .and_then(|snapshot| {
+                let checkpoint =
+                    Checkpoint { snapshot, dataset: checkpoint::dataset_identity(dataset) };
+                checkpoint::save(path, &checkpoint).map_err(|e| e.to_string())
+            });
         match result {
             Ok(()) => self.emit(Event::CheckpointSaved(path.to_path_buf())),
             Err(e) => self.error(format!("saving the checkpoint failed: {e}")),
@@ -833,6 +871,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
         out.write_all(bytes).map_err(|e| checkpoint::CheckpointError::io("write", e))
     })
     .map_err(|e| e.to_string())
+}
+
+/// Creates the folder `path` goes in (the app's `<dataset>_exports/` may not exist yet).
+fn create_parent(path: &Path) -> Result<(), String> {
+    match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => std::fs::create_dir_all(parent)
+            .map_err(|e| format!("{}: cannot create the folder: {e}", parent.display())),
+        None => Ok(()),
+    }
 }
 
 /// Keeps at most `max` points, evenly spread over the input order.

@@ -5,6 +5,7 @@
 //! parameter bindings and the projection), and the kernel itself. [`shader_sources`] lists
 //! every composition, so one test validates them all with naga.
 
+pub mod present;
 pub mod scan;
 pub mod sort;
 
@@ -88,6 +89,7 @@ pub fn shader_sources() -> Vec<(String, String)> {
         Kernel::ALL.iter().map(|k| (k.label().to_string(), k.source())).collect();
     all.extend(scan::shader_sources());
     all.extend(sort::shader_sources());
+    all.push(("present".into(), include_str!("present.wgsl").into()));
     all
 }
 

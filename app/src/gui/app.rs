@@ -1,0 +1,767 @@
+//! The app's state and its reactions: events from the trainer, the viewer and the file worker
+//! come in; commands go out. Drawing is in [`super::panels`].
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use glam::Vec3;
+use splat_trainer::dataset::{Dataset, LoadOptions};
+use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
+use splat_trainer::loss::LossWeights;
+use splat_trainer::memory::{MemoryModel, RunShape, default_budget};
+use splat_trainer::render::view_controller::{ViewController, scene_focus, scene_up};
+use splat_trainer::render::{Camera, GpuContext, LedgerSnapshot};
+use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
+use splat_trainer::train::{LearningRates, StepStats, TrainConfig};
+
+use super::files::{FileEvent, Files, OpenKind, Opened, SaveKind};
+use super::history::History;
+use super::viewer::{self, Viewer};
+use super::{GuiArgs, sample};
+
+/// Steps of a run started from the window unless the user sets another number.
+pub const DEFAULT_STEPS: u32 = 7000;
+/// Log lines kept (older ones scroll away).
+const LOG_LINES: usize = 1000;
+/// How long a notification stays over the viewport.
+const TOAST_SECONDS: f32 = 8.0;
+/// Events handled per frame at most, so a flood never stalls a frame.
+const EVENTS_PER_FRAME: usize = 512;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warning,
+    Error,
+}
+
+#[derive(Clone, Debug)]
+pub struct LogLine {
+    pub seconds: f32,
+    pub level: Level,
+    pub text: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StrategyChoice {
+    Default,
+    Mcmc,
+}
+
+/// The settings of the next run, as the training panel edits them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub steps: u32,
+    pub strategy: StrategyChoice,
+    pub max_splats: u32,
+    pub sh_degree: u32,
+    /// Longest image side when loading a dataset (changing it reloads the dataset).
+    pub max_resolution: u32,
+    pub eval_every: u32,
+    pub memory_budget_mib: u64,
+    pub seed: u64,
+}
+
+impl Settings {
+    #[must_use]
+    pub fn config(&self) -> TrainConfig {
+        let strategy = match self.strategy {
+            StrategyChoice::Default => Strategy::Default(DefaultConfig::default()),
+            StrategyChoice::Mcmc => {
+                Strategy::Mcmc(McmcConfig { cap: self.max_splats, ..McmcConfig::default() })
+            }
+        };
+        TrainConfig {
+            steps: self.steps.max(1),
+            sh_degree: self.sh_degree.min(3),
+            sh_degree_interval: 1000,
+            strategy,
+            max_splats: self.max_splats.max(1),
+            eval_every: self.eval_every,
+            seed: self.seed,
+            background: [0.0; 3],
+            learning_rates: LearningRates::default(),
+            loss_weights: LossWeights::default(),
+        }
+    }
+
+    #[must_use]
+    pub fn budget_bytes(&self) -> u64 {
+        self.memory_budget_mib.saturating_mul(1 << 20)
+    }
+}
+
+/// The loaded dataset, as the UI sees it.
+pub struct LoadedDataset {
+    pub path: PathBuf,
+    pub dataset: Arc<Dataset>,
+    pub up: Vec3,
+    pub focus: (Vec3, f32),
+}
+
+/// The current run.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    pub id: u64,
+    pub planned_steps: u32,
+    pub last: Option<StepStats>,
+    /// Recent (time, step) pairs for steps/s.
+    rate_window: VecDeque<(Instant, u32)>,
+}
+
+impl RunInfo {
+    fn new(id: u64, planned_steps: u32) -> Self {
+        Self { id, planned_steps, last: None, rate_window: VecDeque::new() }
+    }
+
+    fn record(&mut self, stats: StepStats) {
+        let now = Instant::now();
+        self.rate_window.push_back((now, stats.step));
+        while self
+            .rate_window
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) > Duration::from_secs(3))
+        {
+            self.rate_window.pop_front();
+        }
+        self.last = Some(stats);
+    }
+
+    /// Steps per second over the last few seconds.
+    #[must_use]
+    pub fn steps_per_second(&self) -> Option<f64> {
+        let (t0, s0) = self.rate_window.front()?;
+        let (t1, s1) = self.rate_window.back()?;
+        let seconds = t1.duration_since(*t0).as_secs_f64();
+        (seconds > 0.2 && s1 > s0).then(|| f64::from(s1 - s0) / seconds)
+    }
+
+    #[must_use]
+    pub fn step(&self) -> u32 {
+        self.last.map_or(0, |s| s.step)
+    }
+
+    /// Seconds left at the current rate.
+    #[must_use]
+    pub fn eta_seconds(&self) -> Option<f64> {
+        let rate = self.steps_per_second()?;
+        Some(f64::from(self.planned_steps.saturating_sub(self.step())) / rate)
+    }
+}
+
+/// Where the viewport looks from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ViewMode {
+    /// The user's orbit / fly camera.
+    Free,
+    /// Exactly a dataset camera (index into `Dataset::views()` order), its image beside.
+    DatasetCamera(usize),
+}
+
+/// A splat file being viewed.
+pub struct ViewedFile {
+    pub path: PathBuf,
+    pub splats: Arc<splat_trainer::render::GpuSplats>,
+    pub focus: (Vec3, f32),
+}
+
+/// Which optional panels are shown.
+#[derive(Clone, Copy, Debug)]
+pub struct Panels {
+    pub plots: bool,
+    pub log: bool,
+    pub memory: bool,
+}
+
+/// A summary for tests and the status bar.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UiState {
+    pub task: TaskState,
+    pub dataset: Option<PathBuf>,
+    pub init: Option<PathBuf>,
+    pub run: Option<u64>,
+    pub step: u32,
+    pub viewing_file: Option<PathBuf>,
+    pub exported: Vec<PathBuf>,
+    pub checkpoints: Vec<PathBuf>,
+    pub errors: Vec<String>,
+    /// The viewport has drawn splats (of the run or step given, or of a file).
+    pub frame: Option<Option<(u64, u32)>>,
+    /// Splats in the viewport's last frame.
+    pub frame_splats: u32,
+    /// The last frame was drawn from the camera the viewport asks for now.
+    pub frame_current: bool,
+}
+
+pub struct SplatApp {
+    pub(super) gpu: GpuContext,
+    pub(super) task: TaskHandle,
+    pub(super) viewer: Viewer,
+    pub(super) files: Files,
+    pub(super) out: Option<PathBuf>,
+    pub(super) started: Instant,
+    pub(super) task_state: TaskState,
+    pub(super) dataset: Option<LoadedDataset>,
+    /// Asked for, not loaded yet.
+    pub(super) loading: Option<PathBuf>,
+    pub(super) init: Option<PathBuf>,
+    pub(super) settings: Settings,
+    pub(super) run: Option<RunInfo>,
+    pub(super) history: History,
+    pub(super) memory: Option<LedgerSnapshot>,
+    pub(super) prediction: Option<(u64, u64, u32)>,
+    pub(super) log: VecDeque<LogLine>,
+    pub(super) toast: Option<(Instant, Level, String)>,
+    pub(super) view: ViewController,
+    pub(super) view_mode: ViewMode,
+    pub(super) viewed_file: Option<ViewedFile>,
+    /// Show the viewed file (true) or the run (false) when both exist.
+    pub(super) show_file: bool,
+    /// The viewport renders at this fraction of its pixels.
+    pub(super) render_scale: f32,
+    pub(super) ground_truth: Option<(usize, egui::TextureHandle)>,
+    /// The camera the viewport asked the viewer for last.
+    pub(super) requested_camera: Option<Camera>,
+    pub(super) start_when_loaded: bool,
+    pub(super) panels: Panels,
+    exported: Vec<PathBuf>,
+    checkpoints: Vec<PathBuf>,
+    errors: Vec<String>,
+}
+
+impl SplatApp {
+    /// Builds the app on eframe's device, starts the trainer and viewer threads, and opens
+    /// `args.path` or the sample scene.
+    pub fn new(cc: &eframe::CreationContext<'_>, args: GuiArgs) -> anyhow::Result<Self> {
+        let render_state = cc
+            .wgpu_render_state
+            .clone()
+            .context("the window has no wgpu device (Splatforge needs Vulkan, Metal or DX12)")?;
+        let gpu = GpuContext::from_device(
+            render_state.device.clone(),
+            render_state.queue.clone(),
+            render_state.adapter.get_info(),
+        );
+        let egui_ctx = cc.egui_ctx.clone();
+        let repaint = egui_ctx.clone();
+        let task = TaskHandle::spawn_with_notify(
+            gpu.clone(),
+            Arc::new(move || repaint.request_repaint()),
+        )?;
+        let viewer =
+            Viewer::spawn(gpu.clone(), render_state, egui_ctx.clone(), task.viewer().clone())
+                .context("cannot start the viewer thread")?;
+        let files = Files::spawn(gpu.clone(), egui_ctx).context("cannot start the file thread")?;
+        let software = gpu.adapter_info.device_type == wgpu::DeviceType::Cpu;
+        let settings = Settings {
+            steps: args.steps.unwrap_or(DEFAULT_STEPS),
+            strategy: StrategyChoice::Default,
+            max_splats: 1_000_000,
+            sh_degree: 3,
+            max_resolution: 1600,
+            eval_every: 500,
+            memory_budget_mib: args.memory_budget.unwrap_or_else(|| default_budget(&gpu)) >> 20,
+            seed: 0,
+        };
+        let mut app = Self {
+            gpu,
+            task,
+            viewer,
+            files,
+            out: args.out.clone(),
+            started: Instant::now(),
+            task_state: TaskState::Empty,
+            dataset: None,
+            loading: None,
+            init: None,
+            settings,
+            run: None,
+            history: History::default(),
+            memory: None,
+            prediction: None,
+            log: VecDeque::new(),
+            toast: None,
+            view: ViewController::framing(Vec3::ZERO, 1.0, Vec3::NEG_Y),
+            view_mode: ViewMode::Free,
+            viewed_file: None,
+            show_file: false,
+            // A software rasterizer renders a quarter of the pixels to stay interactive.
+            render_scale: if software { 0.5 } else { 1.0 },
+            ground_truth: None,
+            requested_camera: None,
+            start_when_loaded: args.start,
+            panels: Panels { plots: true, log: true, memory: true },
+            exported: Vec::new(),
+            checkpoints: Vec::new(),
+            errors: Vec::new(),
+        };
+        let adapter = &app.gpu.adapter_info;
+        app.info(format!(
+            "GPU: {} ({:?}, {:?})",
+            adapter.name, adapter.backend, adapter.device_type
+        ));
+        match args.path {
+            Some(path) => app.open_path(path),
+            None => match sample::ensure_on_disk(&sample::data_dir()) {
+                Ok(path) => {
+                    app.info("Loading the built-in sample scene: press Space to train it.");
+                    app.open_path(path);
+                }
+                Err(e) => app.error(format!("cannot write the sample scene: {e}")),
+            },
+        }
+        Ok(app)
+    }
+
+    // ---- Log ---------------------------------------------------------------------------
+
+    fn push_log(&mut self, level: Level, text: String) {
+        match level {
+            Level::Error => log::error!("{text}"),
+            Level::Warning => log::warn!("{text}"),
+            Level::Info => log::info!("{text}"),
+        }
+        if level != Level::Info {
+            self.toast = Some((Instant::now(), level, text.clone()));
+        }
+        if level == Level::Error {
+            self.errors.push(text.clone());
+        }
+        self.log.push_back(LogLine { seconds: self.started.elapsed().as_secs_f32(), level, text });
+        while self.log.len() > LOG_LINES {
+            self.log.pop_front();
+        }
+    }
+
+    pub(super) fn info(&mut self, text: impl Into<String>) {
+        self.push_log(Level::Info, text.into());
+    }
+
+    pub(super) fn warning(&mut self, text: impl Into<String>) {
+        self.push_log(Level::Warning, text.into());
+    }
+
+    pub(super) fn error(&mut self, text: impl Into<String>) {
+        self.push_log(Level::Error, text.into());
+    }
+
+    /// The notification to show now, if any.
+    pub(super) fn current_toast(&self) -> Option<(Level, &str)> {
+        self.toast
+            .as_ref()
+            .filter(|(at, _, _)| at.elapsed().as_secs_f32() < TOAST_SECONDS)
+            .map(|(_, level, text)| (*level, text.as_str()))
+    }
+
+    // ---- Commands ----------------------------------------------------------------------
+
+    fn send(&mut self, command: Command) {
+        if let Err(e) = self.task.send(command) {
+            self.error(format!("the trainer did not take the command: {e}"));
+        }
+    }
+
+    /// Opens a dropped, chosen or command-line path (decided on the file thread).
+    pub fn open_path(&mut self, path: PathBuf) {
+        if let Err(e) = self.files.open(path) {
+            self.error(e);
+        }
+    }
+
+    pub(super) fn open_dialog(&self, kind: OpenKind) {
+        let start = self.dataset.as_ref().and_then(|d| d.path.parent().map(Path::to_path_buf));
+        self.files.open_dialog(kind, start);
+    }
+
+    fn load_dataset(&mut self, path: PathBuf) {
+        // Drop our handle on the old images before the trainer reads the new ones.
+        self.dataset = None;
+        self.ground_truth = None;
+        self.view_mode = ViewMode::Free;
+        self.init = None;
+        self.loading = Some(path.clone());
+        self.info(format!("Loading {}", path.display()));
+        let options =
+            LoadOptions { max_resolution: self.settings.max_resolution, ..LoadOptions::default() };
+        self.send(Command::LoadDataset { path, options });
+    }
+
+    /// Reloads the dataset at the resolution in the settings.
+    pub(super) fn reload_dataset(&mut self) {
+        if let Some(path) = self.dataset.as_ref().map(|d| d.path.clone()) {
+            self.load_dataset(path);
+        }
+    }
+
+    /// Space: start, pause or resume, whichever makes sense.
+    pub fn toggle_training(&mut self) {
+        match self.task_state {
+            TaskState::Ready => self.start(),
+            TaskState::Training => self.send(Command::Pause),
+            TaskState::Paused => {
+                let finished = self.run.as_ref().is_some_and(|r| r.step() >= r.planned_steps);
+                if finished {
+                    // Continue past the plan: as many steps again as the settings say.
+                    let steps = self.run.as_ref().map_or(0, RunInfo::step) + self.settings.steps;
+                    if let Some(run) = self.run.as_mut() {
+                        run.planned_steps = steps;
+                    }
+                    self.send(Command::SetSteps { steps });
+                }
+                self.send(Command::Resume);
+            }
+            TaskState::Empty | TaskState::Loading => {
+                self.warning("Open a dataset first (Ctrl+O, or drop a folder or .zip here).");
+            }
+        }
+    }
+
+    pub fn start(&mut self) {
+        if self.task_state != TaskState::Ready {
+            self.warning(format!("Cannot start while {:?}.", self.task_state));
+            return;
+        }
+        self.send(Command::SetMemoryBudget { bytes: self.settings.budget_bytes() });
+        self.send(Command::Start { config: self.settings.config() });
+        self.show_file = false;
+    }
+
+    pub fn pause(&mut self) {
+        self.send(Command::Pause);
+    }
+
+    pub fn stop(&mut self) {
+        self.send(Command::Stop);
+    }
+
+    /// Ctrl+N: tear the run down and start again from the init with the current settings.
+    pub fn new_run(&mut self) {
+        match self.task_state {
+            TaskState::Ready => self.start(),
+            TaskState::Training | TaskState::Paused => {
+                self.send(Command::SetMemoryBudget { bytes: self.settings.budget_bytes() });
+                self.send(Command::NewRun { config: Some(self.settings.config()) });
+                self.show_file = false;
+            }
+            TaskState::Empty | TaskState::Loading => {
+                self.warning("Open a dataset first (Ctrl+O).");
+            }
+        }
+    }
+
+    /// The folder Ctrl+E and Ctrl+S write to.
+    #[must_use]
+    pub fn exports_dir(&self) -> Option<PathBuf> {
+        if let Some(out) = &self.out {
+            return Some(out.clone());
+        }
+        let path = &self.dataset.as_ref()?.path;
+        let stem = path.file_stem()?.to_string_lossy().into_owned();
+        Some(path.with_file_name(format!("{stem}_exports")))
+    }
+
+    /// `<exports>/<dataset>-run<id>-step<step>.<extension>`.
+    fn output_path(&self, extension: &str) -> Option<PathBuf> {
+        let dir = self.exports_dir()?;
+        let stem = self.dataset.as_ref()?.path.file_stem()?.to_string_lossy().into_owned();
+        let run = self.run.as_ref()?;
+        Some(dir.join(format!("{stem}-run{}-step{}.{extension}", run.id, run.step())))
+    }
+
+    /// Ctrl+E: the run's splats as PLY into the exports folder.
+    pub fn export_ply(&mut self) {
+        match self.output_path("ply") {
+            Some(path) => self.send(Command::Export { path }),
+            None => self.warning("Nothing to export: start a run first."),
+        }
+    }
+
+    /// Ctrl+S: a checkpoint into the exports folder.
+    pub fn save_checkpoint(&mut self) {
+        match self.output_path("ckpt") {
+            Some(path) => self.send(Command::SaveCheckpoint { path }),
+            None => self.warning("Nothing to save: start a run first."),
+        }
+    }
+
+    pub(super) fn save_dialog(&mut self, kind: SaveKind) {
+        let extension = if kind == SaveKind::Export { "ply" } else { "ckpt" };
+        match self.output_path(extension) {
+            Some(path) => self.files.save_dialog(kind, path),
+            None => self.warning("Start a run first."),
+        }
+    }
+
+    // ---- Events ------------------------------------------------------------------------
+
+    /// Handles what the other threads sent since the last frame.
+    pub(super) fn poll(&mut self) {
+        for _ in 0..EVENTS_PER_FRAME {
+            let Some(event) = self.task.try_event() else { break };
+            self.on_task_event(event);
+        }
+        while let Some(event) = self.files.try_event() {
+            self.on_file_event(event);
+        }
+        if let Some(e) = self.viewer.take_error() {
+            self.error(e);
+        }
+    }
+
+    fn on_task_event(&mut self, event: Event) {
+        match event {
+            Event::State(state) => {
+                self.task_state = state;
+                if state == TaskState::Ready && self.dataset.is_some() {
+                    self.run = None;
+                }
+                if state == TaskState::Ready && std::mem::take(&mut self.start_when_loaded) {
+                    self.start();
+                }
+            }
+            Event::DatasetLoaded { path, train, eval, init_points, dataset } => {
+                let cameras: Vec<Camera> = dataset.0.views().map(|v| v.camera).collect();
+                let up = scene_up(&cameras);
+                let focus = scene_focus(&cameras);
+                self.view = ViewController::framing(focus.0, focus.1, up);
+                self.view_mode = ViewMode::Free;
+                let init = if init_points > 0 {
+                    format!("{init_points} init points")
+                } else {
+                    "random init".into()
+                };
+                self.info(format!(
+                    "Loaded {}: {train} training and {eval} eval views, {init}.",
+                    path.display()
+                ));
+                self.loading = None;
+                self.history = History::default();
+                self.dataset = Some(LoadedDataset { path, dataset: dataset.0, up, focus });
+                self.show_file = false;
+            }
+            Event::RunStarted { run, splats, steps } => {
+                self.info(format!("Run {run}: {splats} splats, {steps} steps."));
+                self.run = Some(RunInfo::new(run, steps));
+                self.history = History::default();
+            }
+            Event::Step(stats) => {
+                self.history.step(&stats);
+                if let Some(run) = self.run.as_mut() {
+                    run.record(stats);
+                }
+            }
+            Event::Eval(eval) => {
+                self.history.eval(&eval);
+                self.info(format!(
+                    "Step {}: eval PSNR {:.2} dB, SSIM {:.4} ({} views).",
+                    eval.step, eval.psnr, eval.ssim, eval.views
+                ));
+            }
+            Event::Finished { step } => {
+                self.info(format!(
+                    "Finished {step} steps. Export it (Ctrl+E), or press Space to train on."
+                ));
+            }
+            Event::Memory(snapshot) => {
+                self.history.memory(&snapshot);
+                self.memory = Some(snapshot);
+            }
+            Event::Exported(path) => {
+                self.info(format!("Exported {}", path.display()));
+                self.exported.push(path);
+            }
+            Event::CheckpointSaved(path) => {
+                self.info(format!("Saved checkpoint {}", path.display()));
+                self.checkpoints.push(path);
+            }
+            Event::Warning(message) => self.warning(message),
+            Event::Error(message) => {
+                if self.loading.take().is_some() {
+                    self.dataset = None;
+                }
+                self.error(message);
+            }
+            Event::Pong { .. } => {}
+            Event::Prediction { peak_bytes, budget_bytes, max_splats } => {
+                self.prediction = Some((peak_bytes, budget_bytes, max_splats));
+            }
+        }
+    }
+
+    fn on_file_event(&mut self, event: FileEvent) {
+        match event {
+            FileEvent::Failed(message) => self.error(message),
+            FileEvent::SaveTo(SaveKind::Export, path) => self.send(Command::Export { path }),
+            FileEvent::SaveTo(SaveKind::Checkpoint, path) => {
+                self.send(Command::SaveCheckpoint { path });
+            }
+            FileEvent::Opened(opened) => match opened {
+                Opened::Dataset(path) => self.load_dataset(path),
+                Opened::Checkpoint(path) => {
+                    if self.dataset.is_some() {
+                        self.info(format!("Loading checkpoint {}", path.display()));
+                        self.send(Command::LoadCheckpoint { path });
+                        self.show_file = false;
+                    } else {
+                        self.error(format!(
+                            "{}: open the checkpoint's dataset first, then load the checkpoint",
+                            path.display()
+                        ));
+                    }
+                }
+                Opened::PointCloud { path, points } => {
+                    if self.dataset.is_some() {
+                        self.info(format!(
+                            "{}: {points} points, used as init.ply from the next run on \
+                             (Ctrl+N starts one).",
+                            path.display()
+                        ));
+                        self.send(Command::LoadInit { path: path.clone() });
+                        self.init = Some(path);
+                    } else {
+                        self.error(format!(
+                            "{}: a point cloud starts a run on a dataset: open a dataset first",
+                            path.display()
+                        ));
+                    }
+                }
+                Opened::Splats { path, splats, focus } => {
+                    self.info(format!("Viewing {} ({} splats).", path.display(), splats.count));
+                    let up = self.dataset.as_ref().map_or(Vec3::NEG_Y, |d| d.up);
+                    self.view = ViewController::framing(focus.0, focus.1, up);
+                    self.view_mode = ViewMode::Free;
+                    // The previous file's splats go when the viewer's next frame ends.
+                    self.viewed_file = Some(ViewedFile { path, splats, focus });
+                    self.show_file = true;
+                }
+            },
+        }
+    }
+
+    // ---- Viewport ----------------------------------------------------------------------
+
+    /// What the viewport shows now.
+    pub(super) fn source(&self) -> viewer::Source {
+        match &self.viewed_file {
+            Some(file) if self.show_file || self.run.is_none() => {
+                viewer::Source::File(Arc::clone(&file.splats))
+            }
+            _ if self.run.is_some() => viewer::Source::Run,
+            _ => viewer::Source::Nothing,
+        }
+    }
+
+    /// Jumps to a dataset camera (its image shows beside the render).
+    pub fn jump_to_camera(&mut self, index: usize) {
+        let Some(loaded) = &self.dataset else { return };
+        if let Some(view) = loaded.dataset.views().nth(index) {
+            self.view = ViewController::from_camera(&view.camera, loaded.up, loaded.focus.1);
+            self.view_mode = ViewMode::DatasetCamera(index);
+        }
+    }
+
+    /// The dataset camera fitted into `available` pixels (same aspect and framing as its
+    /// image), or the free camera filling them.
+    pub(super) fn viewport_camera(&self, width: u32, height: u32) -> Option<Camera> {
+        if let ViewMode::DatasetCamera(index) = self.view_mode
+            && let Some(view) = self.dataset.as_ref().and_then(|d| d.dataset.views().nth(index))
+        {
+            let c = view.camera;
+            let scale = (width as f32 / c.width as f32).min(height as f32 / c.height as f32);
+            let w = ((c.width as f32 * scale).round() as u32).max(1);
+            let h = ((c.height as f32 * scale).round() as u32).max(1);
+            return Some(Camera {
+                width: w,
+                height: h,
+                fx: c.fx * scale,
+                fy: c.fy * scale,
+                cx: c.cx * scale,
+                cy: c.cy * scale,
+                world_from_camera: c.world_from_camera,
+            });
+        }
+        (width > 0 && height > 0).then(|| self.view.camera(width, height))
+    }
+
+    /// Predicted peak GPU bytes of a run with the current settings, and the most splats the
+    /// budget allows.
+    pub(super) fn predicted(&self) -> Option<(u64, u64)> {
+        let dataset = &self.dataset.as_ref()?.dataset;
+        let model = MemoryModel::default();
+        let shape = RunShape::for_dataset(
+            dataset,
+            u64::from(self.settings.max_splats),
+            self.settings.sh_degree,
+        );
+        let peak = model.predict(&shape).peak_bytes;
+        let fits = model.max_splats_for_budget(self.settings.budget_bytes(), &shape);
+        Some((peak, fits))
+    }
+
+    /// The memory model's bytes for the current run as it is now (its splat count), to set
+    /// beside the ledger's measurement: `(run, splats, bytes)`.
+    pub(super) fn run_now_predicted(&self) -> Option<(u64, u32, u64)> {
+        let run = self.run.as_ref()?;
+        let splats = run.last?.splats;
+        let dataset = &self.dataset.as_ref()?.dataset;
+        let shape = RunShape::for_dataset(dataset, u64::from(splats), self.settings.sh_degree);
+        Some((run.id, splats, MemoryModel::default().predict(&shape).peak_bytes))
+    }
+
+    /// A summary for tests.
+    #[must_use]
+    pub fn ui_state(&self) -> UiState {
+        UiState {
+            task: self.task_state,
+            dataset: self.dataset.as_ref().map(|d| d.path.clone()),
+            init: self.init.clone(),
+            run: self.run.as_ref().map(|r| r.id),
+            step: self.run.as_ref().map_or(0, RunInfo::step),
+            viewing_file: self.viewed_file.as_ref().map(|f| f.path.clone()),
+            exported: self.exported.clone(),
+            checkpoints: self.checkpoints.clone(),
+            errors: self.errors.clone(),
+            frame: self.viewer.frame().map(|f| f.run_step),
+            frame_splats: self.viewer.frame().map_or(0, |f| f.splats),
+            frame_current: self
+                .viewer
+                .frame()
+                .is_some_and(|f| Some(f.camera) == self.requested_camera),
+        }
+    }
+
+    /// Clears the notification over the viewport (tests take snapshots without it).
+    pub fn clear_notification(&mut self) {
+        self.toast = None;
+    }
+
+    /// Shows or hides the log panel (its timestamps differ from run to run, so pixel-exact
+    /// snapshots hide it).
+    pub fn set_log_visible(&mut self, visible: bool) {
+        self.panels.log = visible;
+    }
+
+    /// The GPU context (tests read the ledger).
+    #[must_use]
+    pub fn gpu(&self) -> &GpuContext {
+        &self.gpu
+    }
+}
+
+impl eframe::App for SplatApp {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.poll();
+        self.handle_input(ui.ctx());
+        self.draw(ui);
+        if matches!(self.task_state, TaskState::Loading | TaskState::Training) {
+            // Progress and the viewport change continuously; events also wake us.
+            ui.ctx().request_repaint_after(Duration::from_millis(100));
+        }
+        if self.current_toast().is_some() {
+            ui.ctx().request_repaint_after(Duration::from_millis(500));
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Opening files off the UI thread: a named worker (`splat-files`) decides what a path is and
+//! reads splat files to view; native dialogs run on short-lived `file-dialog` threads. Results
+//! come back through one bounded channel, and each wakes the UI.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+
+use splat_trainer::formats::{self, Loaded};
+use splat_trainer::render::view_controller::focus_from_points;
+use splat_trainer::render::{GpuContext, GpuSplats, Owner};
+
+/// Paths waiting to be opened at most (a drop of many files beyond it is refused).
+const JOB_CAPACITY: usize = 16;
+const RESULT_CAPACITY: usize = 16;
+
+/// What a path turned out to be.
+pub enum Opened {
+    /// A dataset folder or `.zip` (or a folder's `transforms.json`): the trainer loads it.
+    Dataset(PathBuf),
+    /// A splat scene, already on the GPU (owned by the viewer), to view.
+    Splats { path: PathBuf, splats: Arc<GpuSplats>, focus: (glam::Vec3, f32) },
+    /// A point cloud: init.ply for the loaded dataset.
+    PointCloud { path: PathBuf, points: usize },
+    /// A trainer checkpoint.
+    Checkpoint(PathBuf),
+}
+
+/// What the UI hears back.
+pub enum FileEvent {
+    Opened(Opened),
+    /// A file that cannot be used, with why.
+    Failed(String),
+    /// A save dialog's choice.
+    SaveTo(SaveKind, PathBuf),
+}
+
+/// What a save dialog is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SaveKind {
+    Export,
+    Checkpoint,
+}
+
+/// What an open dialog asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenKind {
+    Dataset,
+    DatasetFolder,
+    SplatFile,
+    InitPly,
+    Checkpoint,
+}
+
+pub struct Files {
+    jobs: SyncSender<PathBuf>,
+    results_tx: SyncSender<FileEvent>,
+    results: Receiver<FileEvent>,
+    egui_ctx: egui::Context,
+    dialog_open: Arc<AtomicBool>,
+}
+
+impl Files {
+    pub fn spawn(gpu: GpuContext, egui_ctx: egui::Context) -> std::io::Result<Self> {
+        let (jobs, job_rx) = sync_channel::<PathBuf>(JOB_CAPACITY);
+        let (results_tx, results) = sync_channel(RESULT_CAPACITY);
+        let tx = results_tx.clone();
+        let repaint = egui_ctx.clone();
+        std::thread::Builder::new().name("splat-files".into()).spawn(move || {
+            for path in job_rx {
+                let event = match open(&gpu, &path) {
+                    Ok(opened) => FileEvent::Opened(opened),
+                    Err(message) => FileEvent::Failed(message),
+                };
+                if tx.send(event).is_err() {
+                    break;
+                }
+                repaint.request_repaint();
+            }
+        })?;
+        Ok(Self { jobs, results_tx, results, egui_ctx, dialog_open: Arc::default() })
+    }
+
+    /// Queues a path to open; refuses (with a message) when too many are waiting.
+    pub fn open(&self, path: PathBuf) -> Result<(), String> {
+        self.jobs.try_send(path).map_err(|e| match e {
+            TrySendError::Full(path) => {
+                format!("{}: too many files are being opened; try again", path.display())
+            }
+            TrySendError::Disconnected(path) => {
+                format!("{}: the file worker has stopped", path.display())
+            }
+        })
+    }
+
+    /// The next result, if one is waiting.
+    pub fn try_event(&self) -> Option<FileEvent> {
+        self.results.try_recv().ok()
+    }
+
+    /// Shows an open dialog; the choice is opened like a dropped file.
+    pub fn open_dialog(&self, kind: OpenKind, start: Option<PathBuf>) {
+        let jobs = self.jobs.clone();
+        let failed = self.results_tx.clone();
+        self.dialog(move || {
+            let mut dialog = rfd::AsyncFileDialog::new().set_title(match kind {
+                OpenKind::Dataset | OpenKind::DatasetFolder => "Open a dataset",
+                OpenKind::SplatFile => "Open a splat file to view",
+                OpenKind::InitPly => "Choose a point cloud (init.ply) for the next runs",
+                OpenKind::Checkpoint => "Load a checkpoint",
+            });
+            if let Some(start) = &start {
+                dialog = dialog.set_directory(start);
+            }
+            dialog = match kind {
+                OpenKind::Dataset => dialog
+                    .add_filter("Dataset (.zip, transforms.json)", &["zip", "json"])
+                    .add_filter("Any file", &["*"]),
+                OpenKind::DatasetFolder => dialog,
+                OpenKind::SplatFile => {
+                    dialog.add_filter("Splats", &["ply", "splat", "spz"]).add_filter("Any", &["*"])
+                }
+                OpenKind::InitPly => dialog.add_filter("Point cloud", &["ply"]),
+                OpenKind::Checkpoint => dialog.add_filter("Checkpoint", &["ckpt"]),
+            };
+            let picked = if kind == OpenKind::DatasetFolder {
+                pollster::block_on(dialog.pick_folder())
+            } else {
+                pollster::block_on(dialog.pick_file())
+            };
+            if let Some(file) = picked {
+                let path = file.path().to_path_buf();
+                if let Err(e) = jobs.try_send(path) {
+                    let _ = failed.try_send(FileEvent::Failed(format!("cannot open: {e}")));
+                }
+            }
+        });
+    }
+
+    /// Shows a save dialog for `kind`, starting at `suggested`.
+    pub fn save_dialog(&self, kind: SaveKind, suggested: PathBuf) {
+        let results = self.results_tx.clone();
+        self.dialog(move || {
+            let mut dialog = rfd::AsyncFileDialog::new();
+            if let Some(dir) = suggested.parent() {
+                dialog = dialog.set_directory(dir);
+            }
+            if let Some(name) = suggested.file_name() {
+                dialog = dialog.set_file_name(name.to_string_lossy());
+            }
+            dialog = match kind {
+                SaveKind::Export => dialog
+                    .set_title("Export splats")
+                    .add_filter("PLY (3DGS)", &["ply"])
+                    .add_filter("SPZ (compressed)", &["spz"]),
+                SaveKind::Checkpoint => {
+                    dialog.set_title("Save a checkpoint").add_filter("Checkpoint", &["ckpt"])
+                }
+            };
+            if let Some(file) = pollster::block_on(dialog.save_file()) {
+                let _ = results.try_send(FileEvent::SaveTo(kind, file.path().to_path_buf()));
+            }
+        });
+    }
+
+    /// Runs `show` on its own thread, one dialog at a time.
+    fn dialog(&self, show: impl FnOnce() + Send + 'static) {
+        if self.dialog_open.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let open = Arc::clone(&self.dialog_open);
+        let repaint = self.egui_ctx.clone();
+        let failed = self.results_tx.clone();
+        let spawned = std::thread::Builder::new().name("file-dialog".into()).spawn(move || {
+            show();
+            open.store(false, Ordering::Release);
+            repaint.request_repaint();
+        });
+        if let Err(e) = spawned {
+            self.dialog_open.store(false, Ordering::Release);
+            let _ = failed.try_send(FileEvent::Failed(format!("cannot show a dialog: {e}")));
+        }
+    }
+}
+
+/// Decides what `path` is and, for a splat scene, reads and uploads it.
+fn open(gpu: &GpuContext, path: &Path) -> Result<Opened, String> {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    let metadata = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if metadata.is_dir() {
+        return Ok(Opened::Dataset(path.to_path_buf()));
+    }
+    let extension = Path::new(&name).extension().and_then(|e| e.to_str()).unwrap_or_default();
+    match extension {
+        "zip" => Ok(Opened::Dataset(path.to_path_buf())),
+        // A dataset's own description: open the folder it is in.
+        "json" => path
+            .parent()
+            .map(|dir| Opened::Dataset(dir.to_path_buf()))
+            .ok_or_else(|| format!("{}: no folder around it", path.display())),
+        "ckpt" => Ok(Opened::Checkpoint(path.to_path_buf())),
+        "ply" | "splat" | "spz" | "ksplat" => match formats::load_file(path) {
+            Ok(Loaded::Splats { splats, .. }) => {
+                let gpu_splats = GpuSplats::upload(gpu, &splats, Owner::Viewer)
+                    .map_err(|e| format!("{}: cannot upload: {e}", path.display()))?;
+                Ok(Opened::Splats {
+                    path: path.to_path_buf(),
+                    splats: Arc::new(gpu_splats),
+                    focus: focus_from_points(&splats.means),
+                })
+            }
+            Ok(Loaded::Points(cloud)) => {
+                Ok(Opened::PointCloud { path: path.to_path_buf(), points: cloud.len() })
+            }
+            Err(e) => Err(e.to_string()),
+        },
+        _ => Err(format!(
+            "{}: not something Splatforge opens (a dataset folder or .zip, a .ply, \
+             .compressed.ply, .splat or .spz scene, a point-cloud .ply or a .ckpt checkpoint)",
+            path.display()
+        )),
+    }
+}

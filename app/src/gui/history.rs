@@ -1,0 +1,148 @@
+//! What the plots show: per-step series of the current run, bounded in memory however long
+//! the run is.
+
+use std::collections::BTreeMap;
+
+use egui_plot::PlotPoint;
+
+use splat_trainer::render::{Category, LedgerSnapshot};
+use splat_trainer::train::{EvalStats, StepStats};
+
+/// Points a series keeps at most; past it, every other point is dropped and from then on
+/// only every `stride`-th step is kept, so a 1M-step run costs what a 4k-step run does.
+const MAX_POINTS: usize = 4096;
+
+/// `(step, value)` points, thinned evenly as they accumulate.
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    points: Vec<PlotPoint>,
+    stride: u32,
+}
+
+impl Series {
+    pub fn push(&mut self, step: u32, value: f64) {
+        let stride = self.stride.max(1);
+        if !value.is_finite() || !step.is_multiple_of(stride) {
+            return;
+        }
+        self.points.push(PlotPoint::new(step, value));
+        if self.points.len() > MAX_POINTS {
+            self.stride = stride * 2;
+            let stride = self.stride;
+            // Steps are whole numbers stored as f64.
+            self.points.retain(|p| (p.x as u32).is_multiple_of(stride));
+        }
+    }
+
+    #[must_use]
+    pub fn points(&self) -> &[PlotPoint] {
+        &self.points
+    }
+
+    #[must_use]
+    pub fn last(&self) -> Option<f64> {
+        self.points.last().map(|p| p.y)
+    }
+}
+
+/// Every series of one run.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    pub loss: Series,
+    pub train_psnr: Series,
+    pub eval_psnr: Series,
+    pub splats: Series,
+    /// GPU bytes by ledger category, sampled with the memory events.
+    pub memory: BTreeMap<Category, Series>,
+    last_step: u32,
+}
+
+impl History {
+    pub fn step(&mut self, stats: &StepStats) {
+        self.last_step = stats.step;
+        self.loss.push(stats.step, stats.loss);
+        self.train_psnr.push(stats.step, stats.train_psnr);
+        self.splats.push(stats.step, f64::from(stats.splats));
+    }
+
+    pub fn eval(&mut self, eval: &EvalStats) {
+        // Evaluations are rare: never thinned by the step stride.
+        self.eval_psnr.points.push(PlotPoint::new(eval.step, eval.psnr));
+        if self.eval_psnr.points.len() > MAX_POINTS {
+            self.eval_psnr.points.remove(0);
+        }
+    }
+
+    pub fn memory(&mut self, snapshot: &LedgerSnapshot) {
+        for category in Category::ALL {
+            let bytes = snapshot.category_bytes(category);
+            let series = self.memory.entry(category).or_default();
+            let point = PlotPoint::new(self.last_step, bytes as f64);
+            // Several samples at one step (pause, resume, finish): the last one stands.
+            match series.points.last_mut() {
+                Some(last) if (last.x - point.x).abs() < 0.5 => *last = point,
+                _ => series.points.push(point),
+            }
+            if series.points.len() > MAX_POINTS {
+                series.points.remove(0);
+            }
+        }
+    }
+
+    /// Points held in all series.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.loss.points.len()
+            + self.train_psnr.points.len()
+            + self.eval_psnr.points.len()
+            + self.splats.points.len()
+            + self.memory.values().map(|s| s.points.len()).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_run_stays_bounded_and_evenly_spread() {
+        let mut series = Series::default();
+        for step in 1..=1_000_000 {
+            series.push(step, f64::from(step));
+        }
+        let points = series.points();
+        assert!(points.len() <= MAX_POINTS, "{} points", points.len());
+        assert!(points.len() >= MAX_POINTS / 2, "{} points", points.len());
+        // Evenly spread: consecutive steps differ by the same stride.
+        let gaps: Vec<f64> = points.windows(2).map(|w| w[1].x - w[0].x).collect();
+        assert!(gaps.iter().all(|&g| (g - gaps[0]).abs() < f64::EPSILON), "uneven gaps");
+        assert!(points.last().expect("points").x > 990_000.0, "the newest steps are kept");
+    }
+
+    #[test]
+    fn non_finite_values_are_skipped() {
+        let mut series = Series::default();
+        series.push(1, f64::NAN);
+        series.push(2, 1.0);
+        assert_eq!(series.points().len(), 1);
+        assert!((series.points()[0].y - 1.0).abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn memory_and_eval_series_are_bounded() {
+        let mut history = History::default();
+        let snapshot = LedgerSnapshot::default();
+        for step in 0..3 * MAX_POINTS as u32 {
+            history.step(&StepStats {
+                step,
+                loss: 0.1,
+                train_psnr: 20.0,
+                splats: 10,
+                refine: None,
+            });
+            history.memory(&snapshot);
+            history.eval(&EvalStats { step, psnr: 20.0, ssim: 0.5, views: 1 });
+        }
+        assert!(history.len() <= (4 + Category::ALL.len()) * MAX_POINTS);
+    }
+}

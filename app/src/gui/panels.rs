@@ -1,0 +1,837 @@
+//! Drawing: menu, training panel, viewport, plots, memory panel, log; and the keyboard.
+
+use egui::{Color32, Key, KeyboardShortcut, Modifiers, RichText, Sense, Vec2};
+use egui_plot::{Legend, Line, Plot, PlotPoints};
+use splat_trainer::render::{Category, Owner};
+use splat_trainer::task::TaskState;
+
+use super::app::{Level, RunInfo, SplatApp, StrategyChoice, ViewMode};
+use super::files::{OpenKind, SaveKind};
+use super::viewer;
+
+/// Height of the plots (and so of the bottom panel), in points.
+const PLOT_HEIGHT: f32 = 190.0;
+const OPEN: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::O);
+const NEW_RUN: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::N);
+const EXPORT: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::E);
+const SAVE: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::S);
+/// Fly speed keys: camera axes x right, y down, z forward.
+const FLY_KEYS: [(Key, [f32; 3]); 6] = [
+    (Key::W, [0.0, 0.0, 1.0]),
+    (Key::S, [0.0, 0.0, -1.0]),
+    (Key::A, [-1.0, 0.0, 0.0]),
+    (Key::D, [1.0, 0.0, 0.0]),
+    (Key::Q, [0.0, 1.0, 0.0]),
+    (Key::E, [0.0, -1.0, 0.0]),
+];
+
+#[must_use]
+pub fn human_bytes(bytes: u64) -> String {
+    let mib = bytes as f64 / (1024.0 * 1024.0);
+    if mib >= 1024.0 {
+        format!("{:.2} GiB", mib / 1024.0)
+    } else if mib >= 1.0 {
+        format!("{mib:.1} MiB")
+    } else {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    }
+}
+
+fn duration(seconds: f64) -> String {
+    let s = seconds.round() as u64;
+    if s >= 3600 {
+        format!("{}h {:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m {:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+impl SplatApp {
+    /// Keys and dropped files (the viewport's fly keys are read where it is drawn).
+    pub(super) fn handle_input(&mut self, ctx: &egui::Context) {
+        let dropped: Vec<_> =
+            ctx.input(|i| i.raw.dropped_files.iter().map(|f| f.path().to_path_buf()).collect());
+        for path in dropped {
+            self.open_path(path);
+        }
+        let typing = ctx.egui_wants_keyboard_input();
+        let (open, new_run, export, save) = ctx.input_mut(|i| {
+            (
+                i.consume_shortcut(&OPEN),
+                i.consume_shortcut(&NEW_RUN),
+                i.consume_shortcut(&EXPORT),
+                i.consume_shortcut(&SAVE),
+            )
+        });
+        let space = !typing && ctx.input_mut(|i| i.consume_key(Modifiers::NONE, Key::Space));
+        if open {
+            self.open_dialog(OpenKind::Dataset);
+        }
+        if new_run {
+            self.new_run();
+        }
+        if export {
+            self.export_ply();
+        }
+        if save {
+            self.save_checkpoint();
+        }
+        if space {
+            self.toggle_training();
+        }
+    }
+
+    pub(super) fn draw(&mut self, ui: &mut egui::Ui) {
+        egui::Panel::top("menu").show(ui, |ui| self.menu(ui));
+        egui::Panel::bottom("status").show(ui, |ui| self.status_bar(ui));
+        egui::Panel::left("training").resizable(true).default_size(300.0).show(ui, |ui| {
+            egui::ScrollArea::vertical().show(ui, |ui| self.training_panel(ui));
+        });
+        if self.panels.memory || self.panels.log {
+            egui::Panel::right("side").resizable(true).default_size(340.0).show(ui, |ui| {
+                if self.panels.log {
+                    let log = egui::Panel::bottom("log").resizable(true).default_size(260.0);
+                    if self.panels.memory {
+                        log.show(ui, |ui| self.log_panel(ui));
+                    } else {
+                        egui::CentralPanel::default().show(ui, |ui| self.log_panel(ui));
+                    }
+                }
+                if self.panels.memory {
+                    egui::ScrollArea::vertical().show(ui, |ui| self.memory_panel(ui));
+                }
+            });
+        }
+        if self.panels.plots {
+            egui::Panel::bottom("plots").resizable(false).show(ui, |ui| self.plots(ui));
+        }
+        egui::CentralPanel::default().show(ui, |ui| self.viewport(ui));
+    }
+
+    fn menu(&mut self, ui: &mut egui::Ui) {
+        egui::MenuBar::new().ui(ui, |ui| {
+            ui.menu_button("File", |ui| {
+                if ui.add(egui::Button::new("Open dataset…").shortcut_text("Ctrl+O")).clicked() {
+                    self.open_dialog(OpenKind::Dataset);
+                }
+                if ui.button("Open dataset folder…").clicked() {
+                    self.open_dialog(OpenKind::DatasetFolder);
+                }
+                if ui.button("Open splat file to view…").clicked() {
+                    self.open_dialog(OpenKind::SplatFile);
+                }
+                if ui.button("Use point cloud as init.ply…").clicked() {
+                    self.open_dialog(OpenKind::InitPly);
+                }
+                ui.separator();
+                if ui.add(egui::Button::new("Export PLY").shortcut_text("Ctrl+E")).clicked() {
+                    self.export_ply();
+                }
+                if ui.button("Export as…").clicked() {
+                    self.save_dialog(SaveKind::Export);
+                }
+                if ui.add(egui::Button::new("Save checkpoint").shortcut_text("Ctrl+S")).clicked() {
+                    self.save_checkpoint();
+                }
+                if ui.button("Save checkpoint as…").clicked() {
+                    self.save_dialog(SaveKind::Checkpoint);
+                }
+                if ui.button("Load checkpoint…").clicked() {
+                    self.open_dialog(OpenKind::Checkpoint);
+                }
+                ui.separator();
+                if ui.button("Quit").clicked() {
+                    ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+                }
+            });
+            ui.menu_button("View", |ui| {
+                ui.checkbox(&mut self.panels.plots, "Plots");
+                ui.checkbox(&mut self.panels.log, "Log");
+                ui.checkbox(&mut self.panels.memory, "Memory");
+                if ui.button("Reset camera").clicked() {
+                    self.reset_view();
+                }
+            });
+            ui.menu_button("Help", |ui| {
+                ui.label(
+                    "Space: start / pause / resume\nCtrl+N: new run\nCtrl+E: export PLY\n\
+                     Ctrl+S: save checkpoint\nCtrl+O: open\n\nViewport: drag to orbit, \
+                     right-drag to pan, scroll to zoom, Ctrl+drag to look around, \
+                     W A S D Q E to fly, double-click to reset.\n\nDrop a dataset folder or \
+                     .zip, a splat file to view, a point-cloud .ply (init.ply) or a \
+                     checkpoint onto the window.",
+                );
+            });
+        });
+    }
+
+    fn status_bar(&self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            ui.label(format!("{:?}", self.task_state));
+            if let Some(run) = &self.run {
+                ui.separator();
+                ui.label(format!("run {} · step {}/{}", run.id, run.step(), run.planned_steps));
+            }
+            if let Some(snapshot) = &self.memory {
+                ui.separator();
+                ui.label(format!("GPU {}", human_bytes(snapshot.total_bytes)));
+            }
+            if let Some(frame) = self.viewer.frame() {
+                ui.separator();
+                // The render time changes every frame: in the tooltip, so the bar stays still.
+                ui.label(format!(
+                    "view {}×{} · {} splats",
+                    frame.width, frame.height, frame.splats
+                ))
+                .on_hover_text(format!("last frame rendered in {:.1} ms", frame.milliseconds));
+            }
+            ui.separator();
+            ui.label(&self.gpu.adapter_info.name);
+        });
+    }
+
+    fn training_panel(&mut self, ui: &mut egui::Ui) {
+        self.dataset_section(ui);
+        ui.separator();
+        self.settings_section(ui);
+        ui.separator();
+        self.training_section(ui);
+        ui.separator();
+        ui.heading("View");
+        self.view_controls(ui);
+    }
+
+    fn dataset_section(&mut self, ui: &mut egui::Ui) {
+        ui.heading("Dataset");
+        match (&self.dataset, &self.loading) {
+            (_, Some(path)) => {
+                ui.horizontal(|ui| {
+                    ui.spinner();
+                    ui.label(format!("Loading {}", file_name(path)));
+                });
+            }
+            (Some(loaded), None) => {
+                ui.label(RichText::new(file_name(&loaded.path)).strong())
+                    .on_hover_text(loaded.path.display().to_string());
+                let d = &loaded.dataset;
+                let (w, h) = d.train.first().map_or((0, 0), |v| (v.camera.width, v.camera.height));
+                ui.label(format!(
+                    "{} · {} train + {} eval views · {w}×{h}",
+                    d.format.name(),
+                    d.train.len(),
+                    d.eval.len()
+                ));
+                let init = match (&self.init, &d.init_points) {
+                    (Some(path), _) => format!("init: {}", file_name(path)),
+                    (None, Some(points)) if !points.is_empty() => {
+                        format!("init: {} dataset points", points.len())
+                    }
+                    _ => "init: random points".into(),
+                };
+                ui.label(init);
+            }
+            (None, None) => {
+                ui.label("Drop a dataset folder or .zip here, or press Ctrl+O.");
+            }
+        }
+        if ui.button("Open…").clicked() {
+            self.open_dialog(OpenKind::Dataset);
+        }
+    }
+
+    fn settings_section(&mut self, ui: &mut egui::Ui) {
+        ui.heading("Settings");
+        let editable = matches!(self.task_state, TaskState::Ready | TaskState::Empty);
+        let settings_before = self.settings.clone();
+        egui::Grid::new("settings").num_columns(2).striped(true).show(ui, |ui| {
+            let settings = &mut self.settings;
+            let label = ui.label("Steps");
+            ui.add(egui::DragValue::new(&mut settings.steps).range(1..=1_000_000).speed(100))
+                .labelled_by(label.id);
+            ui.end_row();
+            let label = ui.label("Strategy");
+            ui.add_enabled_ui(editable, |ui| {
+                egui::ComboBox::from_id_salt("strategy")
+                    .selected_text(match settings.strategy {
+                        StrategyChoice::Default => "3DGS",
+                        StrategyChoice::Mcmc => "MCMC",
+                    })
+                    .show_ui(ui, |ui| {
+                        ui.selectable_value(
+                            &mut settings.strategy,
+                            StrategyChoice::Default,
+                            "3DGS",
+                        );
+                        ui.selectable_value(&mut settings.strategy, StrategyChoice::Mcmc, "MCMC");
+                    })
+                    .response
+                    .labelled_by(label.id);
+            });
+            ui.end_row();
+            let label = ui.label("Max splats");
+            ui.add_enabled(
+                editable,
+                egui::DragValue::new(&mut settings.max_splats).range(1..=20_000_000).speed(1000),
+            )
+            .labelled_by(label.id);
+            ui.end_row();
+            let label = ui.label("SH degree");
+            ui.add_enabled(editable, egui::Slider::new(&mut settings.sh_degree, 0..=3))
+                .labelled_by(label.id);
+            ui.end_row();
+            let label = ui.label("Resolution");
+            ui.add(
+                egui::DragValue::new(&mut settings.max_resolution)
+                    .range(16..=8192)
+                    .speed(8)
+                    .suffix(" px"),
+            )
+            .labelled_by(label.id)
+            .on_hover_text("Longest image side; applied when the dataset is (re)loaded");
+            ui.end_row();
+            let label = ui.label("Eval every");
+            ui.add(
+                egui::DragValue::new(&mut settings.eval_every).range(0..=100_000).suffix(" steps"),
+            )
+            .labelled_by(label.id);
+            ui.end_row();
+            let label = ui.label("Memory budget");
+            ui.add_enabled(
+                editable,
+                egui::DragValue::new(&mut settings.memory_budget_mib)
+                    .range(64..=1 << 20)
+                    .speed(16)
+                    .suffix(" MiB"),
+            )
+            .labelled_by(label.id);
+            ui.end_row();
+        });
+        if self.settings.steps != settings_before.steps
+            && let Some(run) = self.run.as_mut()
+            && matches!(self.task_state, TaskState::Training | TaskState::Paused)
+        {
+            // Steps can change during a run.
+            run.planned_steps = self.settings.steps;
+            let steps = self.settings.steps;
+            if let Err(e) = self.task.send(splat_trainer::task::Command::SetSteps { steps }) {
+                self.error(format!("the trainer did not take the command: {e}"));
+            }
+        }
+        if let Some((peak, fits)) = self.predicted() {
+            let budget = self.settings.budget_bytes();
+            let text = format!("Predicted peak {} of {}", human_bytes(peak), human_bytes(budget));
+            if peak > budget {
+                ui.colored_label(Color32::from_rgb(230, 160, 40), text)
+                    .on_hover_text(format!("Over budget: the run will be capped at {fits} splats"));
+            } else {
+                ui.label(text);
+            }
+        }
+        let loaded_resolution = self
+            .dataset
+            .as_ref()
+            .and_then(|d| d.dataset.train.first())
+            .map(|v| v.camera.width.max(v.camera.height));
+        if let Some(loaded) = loaded_resolution
+            && loaded > self.settings.max_resolution
+            && ui.button("Reload at this resolution").clicked()
+        {
+            self.reload_dataset();
+        }
+    }
+
+    fn training_section(&mut self, ui: &mut egui::Ui) {
+        ui.heading("Training");
+        ui.horizontal_wrapped(|ui| {
+            let state = self.task_state;
+            if ui.add_enabled(state == TaskState::Ready, egui::Button::new("Start")).clicked() {
+                self.start();
+            }
+            match state {
+                TaskState::Training => {
+                    if ui.button("Pause").clicked() {
+                        self.pause();
+                    }
+                }
+                TaskState::Paused => {
+                    if ui.button("Resume").clicked() {
+                        self.toggle_training();
+                    }
+                }
+                _ => {
+                    ui.add_enabled(false, egui::Button::new("Pause"));
+                }
+            }
+            let running = matches!(state, TaskState::Training | TaskState::Paused);
+            if ui.add_enabled(running, egui::Button::new("Stop")).clicked() {
+                self.stop();
+            }
+            if ui
+                .add_enabled(running || state == TaskState::Ready, egui::Button::new("New run"))
+                .on_hover_text("Ctrl+N: start again from the init with these settings")
+                .clicked()
+            {
+                self.new_run();
+            }
+        });
+        if let Some(run) = &self.run {
+            let step = run.step();
+            let fraction = step as f32 / run.planned_steps.max(1) as f32;
+            ui.add(
+                egui::ProgressBar::new(fraction).text(format!("{step} / {}", run.planned_steps)),
+            );
+            match self.task_state {
+                TaskState::Training => {
+                    let rate = run.steps_per_second();
+                    ui.label(format!(
+                        "{} · ETA {}",
+                        rate.map_or_else(|| "– steps/s".into(), |r| format!("{r:.1} steps/s")),
+                        run_eta(run)
+                    ));
+                }
+                TaskState::Paused if step >= run.planned_steps => {
+                    ui.label("Finished: export it, or press Space to train on.");
+                }
+                _ => {
+                    ui.label("Paused.");
+                }
+            }
+            if let Some(last) = run.last {
+                ui.label(format!(
+                    "loss {:.4} · train PSNR {:.2} dB · {} splats",
+                    last.loss, last.train_psnr, last.splats
+                ));
+            }
+            if let Some(psnr) = self.history.eval_psnr.last() {
+                ui.label(format!("eval PSNR {psnr:.2} dB"));
+            }
+        }
+        ui.horizontal_wrapped(|ui| {
+            let has_run = self.run.is_some();
+            if ui.add_enabled(has_run, egui::Button::new("Export PLY")).clicked() {
+                self.export_ply();
+            }
+            if ui.add_enabled(has_run, egui::Button::new("Export…")).clicked() {
+                self.save_dialog(SaveKind::Export);
+            }
+            if ui.add_enabled(has_run, egui::Button::new("Save checkpoint")).clicked() {
+                self.save_checkpoint();
+            }
+            let has_dataset = self.dataset.is_some();
+            if ui.add_enabled(has_dataset, egui::Button::new("Load checkpoint…")).clicked() {
+                self.open_dialog(OpenKind::Checkpoint);
+            }
+        });
+        if let Some(dir) = self.exports_dir() {
+            ui.small(format!("Exports go to {}", dir.display()));
+        }
+    }
+
+    fn view_controls(&mut self, ui: &mut egui::Ui) {
+        if let Some(file) = &self.viewed_file {
+            let name = file_name(&file.path);
+            ui.horizontal(|ui| {
+                ui.radio_value(&mut self.show_file, false, "Training run");
+                ui.radio_value(&mut self.show_file, true, name);
+            });
+        }
+        let names: Vec<String> = self
+            .dataset
+            .as_ref()
+            .map(|d| d.dataset.views().map(|v| v.name.clone()).collect())
+            .unwrap_or_default();
+        let selected = match self.view_mode {
+            ViewMode::Free => "Free camera".to_string(),
+            ViewMode::DatasetCamera(i) => names.get(i).cloned().unwrap_or_default(),
+        };
+        let mut jump = None;
+        egui::ComboBox::from_label("Camera").selected_text(selected).height(400.0).show_ui(
+            ui,
+            |ui| {
+                if ui.selectable_label(self.view_mode == ViewMode::Free, "Free camera").clicked() {
+                    self.view_mode = ViewMode::Free;
+                }
+                for (i, name) in names.iter().enumerate() {
+                    let on = self.view_mode == ViewMode::DatasetCamera(i);
+                    if ui.selectable_label(on, name).clicked() {
+                        jump = Some(i);
+                    }
+                }
+            },
+        );
+        if let Some(i) = jump {
+            self.jump_to_camera(i);
+        }
+        ui.horizontal(|ui| {
+            if ui.add_enabled(!names.is_empty(), egui::Button::new("< Previous")).clicked() {
+                self.step_camera(names.len(), -1);
+            }
+            if ui.add_enabled(!names.is_empty(), egui::Button::new("Next >")).clicked() {
+                self.step_camera(names.len(), 1);
+            }
+            if ui.button("Reset").clicked() {
+                self.reset_view();
+            }
+        });
+        ui.horizontal(|ui| {
+            let label = ui.label("Render scale");
+            ui.add(egui::Slider::new(&mut self.render_scale, 0.25..=1.0).fixed_decimals(2))
+                .labelled_by(label.id);
+        });
+    }
+
+    fn step_camera(&mut self, count: usize, delta: isize) {
+        let current = match self.view_mode {
+            ViewMode::DatasetCamera(i) => i as isize,
+            ViewMode::Free => -1,
+        };
+        let next = (current + delta).rem_euclid(count as isize) as usize;
+        self.jump_to_camera(next);
+    }
+
+    fn reset_view(&mut self) {
+        let focus = match (&self.viewed_file, &self.dataset) {
+            (Some(file), _) if self.show_file || self.run.is_none() => Some(file.focus),
+            (_, Some(d)) => Some(d.focus),
+            _ => None,
+        };
+        let up = self.dataset.as_ref().map_or(glam::Vec3::NEG_Y, |d| d.up);
+        if let Some((center, radius)) = focus {
+            self.view =
+                splat_trainer::render::view_controller::ViewController::framing(center, radius, up);
+        }
+        self.view_mode = ViewMode::Free;
+    }
+
+    fn viewport(&mut self, ui: &mut egui::Ui) {
+        let available = ui.available_size();
+        let ground_truth = match self.view_mode {
+            ViewMode::DatasetCamera(i) => self.ground_truth_texture(ui.ctx(), i),
+            ViewMode::Free => None,
+        };
+        // Side by side with the ground truth when looking through a dataset camera.
+        let render_size = if ground_truth.is_some() {
+            Vec2::new(available.x / 2.0, available.y)
+        } else {
+            available
+        };
+        let (rect, response) = ui.allocate_exact_size(render_size, Sense::click_and_drag());
+        self.camera_input(ui, &response, rect);
+
+        let pixels = ui.ctx().pixels_per_point() * self.render_scale;
+        let (w, h) = ((rect.width() * pixels) as u32, (rect.height() * pixels) as u32);
+        let source = self.source();
+        let nothing = matches!(source, viewer::Source::Nothing);
+        self.requested_camera = self.viewport_camera(w, h);
+        if let Some(camera) = self.requested_camera {
+            self.viewer.request(viewer::Request { source, camera, background: [0.0; 3] });
+        }
+        let painter = ui.painter_at(rect);
+        painter.rect_filled(rect, 0.0, Color32::BLACK);
+        match self.viewer.frame() {
+            Some(frame) if !nothing => {
+                // Centred at the frame's aspect (a dataset camera's may differ from the rect's).
+                let size = Vec2::new(frame.width as f32, frame.height as f32) / pixels;
+                let image_rect = egui::Rect::from_center_size(rect.center(), size);
+                painter.image(
+                    frame.texture,
+                    image_rect,
+                    egui::Rect::from_min_max(egui::pos2(0.0, 0.0), egui::pos2(1.0, 1.0)),
+                    Color32::WHITE,
+                );
+            }
+            _ => {
+                let hint = match self.task_state {
+                    TaskState::Loading => "Loading…",
+                    TaskState::Ready => "Press Space (or Start) to train.",
+                    TaskState::Empty => "Drop a dataset folder or .zip, or a splat file.",
+                    _ => "Waiting for the first splats…",
+                };
+                painter.text(
+                    rect.center(),
+                    egui::Align2::CENTER_CENTER,
+                    hint,
+                    egui::FontId::proportional(18.0),
+                    Color32::GRAY,
+                );
+            }
+        }
+        if let Some((texture, size)) = ground_truth {
+            let gt_rect = egui::Rect::from_min_size(
+                rect.right_top(),
+                Vec2::new(available.x - rect.width(), available.y),
+            );
+            let scale = (gt_rect.width() / size.x).min(gt_rect.height() / size.y);
+            let image_rect = egui::Rect::from_center_size(gt_rect.center(), size * scale);
+            ui.painter().image(
+                texture,
+                image_rect,
+                egui::Rect::from_min_max(egui::pos2(0.0, 0.0), egui::pos2(1.0, 1.0)),
+                Color32::WHITE,
+            );
+            ui.painter().text(
+                gt_rect.left_top() + Vec2::new(8.0, 8.0),
+                egui::Align2::LEFT_TOP,
+                "ground truth",
+                egui::FontId::proportional(14.0),
+                Color32::LIGHT_GRAY,
+            );
+        }
+        if let Some((level, text)) = self.current_toast() {
+            let color = if level == Level::Error {
+                Color32::from_rgb(200, 60, 60)
+            } else {
+                Color32::from_rgb(200, 150, 40)
+            };
+            let toast = egui::Rect::from_min_size(
+                rect.left_top() + Vec2::new(8.0, 8.0),
+                Vec2::new((rect.width() - 16.0).max(0.0), 28.0),
+            );
+            ui.painter().rect_filled(toast, 4.0, color.gamma_multiply(0.9));
+            ui.painter().text(
+                toast.left_center() + Vec2::new(8.0, 0.0),
+                egui::Align2::LEFT_CENTER,
+                text,
+                egui::FontId::proportional(14.0),
+                Color32::WHITE,
+            );
+        }
+        if ui.ctx().input(|i| !i.raw.hovered_files.is_empty()) {
+            ui.painter().rect_filled(rect, 0.0, Color32::from_black_alpha(160));
+            ui.painter().text(
+                rect.center(),
+                egui::Align2::CENTER_CENTER,
+                "Drop to open",
+                egui::FontId::proportional(24.0),
+                Color32::WHITE,
+            );
+        }
+    }
+
+    /// Orbit, pan, zoom, look and fly from the pointer and keys over the viewport.
+    fn camera_input(&mut self, ui: &egui::Ui, response: &egui::Response, rect: egui::Rect) {
+        let before = self.view;
+        let (delta, ctrl, secondary, middle, primary) = ui.input(|i| {
+            (
+                response.drag_delta(),
+                i.modifiers.command,
+                i.pointer.secondary_down(),
+                i.pointer.middle_down(),
+                i.pointer.primary_down(),
+            )
+        });
+        let delta = glam::Vec2::new(delta.x, delta.y);
+        if response.dragged() && delta != glam::Vec2::ZERO {
+            if secondary || middle || (primary && ui.input(|i| i.modifiers.shift)) {
+                self.view.pan(delta, rect.height());
+            } else if ctrl {
+                self.view.look(delta);
+            } else {
+                self.view.orbit(delta);
+            }
+        }
+        if response.hovered() {
+            let scroll = ui.input(|i| i.smooth_scroll_delta.y);
+            if scroll != 0.0 {
+                self.view.zoom(scroll);
+            }
+            if !ui.ctx().egui_wants_keyboard_input() {
+                let (movement, dt) = ui.input(|i| {
+                    let mut movement = glam::Vec3::ZERO;
+                    for (key, axis) in FLY_KEYS {
+                        if i.key_down(key) && i.modifiers.is_none() {
+                            movement += glam::Vec3::from(axis);
+                        }
+                    }
+                    (movement, i.stable_dt.min(0.1))
+                });
+                if movement != glam::Vec3::ZERO {
+                    self.view.fly(movement, dt);
+                    ui.ctx().request_repaint();
+                }
+            }
+        }
+        if response.double_clicked() {
+            self.reset_view();
+        } else if self.view != before {
+            self.view_mode = ViewMode::Free;
+        }
+    }
+
+    /// The dataset image of view `index` as an egui texture (made once per camera).
+    fn ground_truth_texture(
+        &mut self,
+        ctx: &egui::Context,
+        index: usize,
+    ) -> Option<(egui::TextureId, Vec2)> {
+        if self.ground_truth.as_ref().is_none_or(|(i, _)| *i != index) {
+            let view = self.dataset.as_ref()?.dataset.views().nth(index)?;
+            let (w, h) = view.image.dimensions();
+            let image = egui::ColorImage::from_rgb([w as usize, h as usize], view.image.as_raw());
+            let texture = ctx.load_texture("ground truth", image, egui::TextureOptions::LINEAR);
+            self.ground_truth = Some((index, texture));
+        }
+        self.ground_truth.as_ref().map(|(_, t)| (t.id(), t.size_vec2()))
+    }
+
+    fn plots(&self, ui: &mut egui::Ui) {
+        // A fixed height: a plot sized from the panel's height would grow the resizable panel
+        // a little every frame.
+        let height = PLOT_HEIGHT;
+        let history = &self.history;
+        ui.columns(4, |columns| {
+            plot_titled(&mut columns[0], "loss", height, false, |plot| {
+                plot.line(Line::new("loss", PlotPoints::Borrowed(history.loss.points())));
+            });
+            plot_titled(&mut columns[1], "PSNR (dB)", height, true, |plot| {
+                plot.line(Line::new("train", PlotPoints::Borrowed(history.train_psnr.points())));
+                plot.line(Line::new("eval", PlotPoints::Borrowed(history.eval_psnr.points())));
+            });
+            plot_titled(&mut columns[2], "splats", height, false, |plot| {
+                plot.line(Line::new("splats", PlotPoints::Borrowed(history.splats.points())));
+            });
+            plot_titled(&mut columns[3], "GPU memory (MiB)", height, true, |plot| {
+                for (category, series) in &history.memory {
+                    if series.points().iter().any(|p| p.y > 0.0) {
+                        let mib: Vec<[f64; 2]> = series
+                            .points()
+                            .iter()
+                            .map(|p| [p.x, p.y / f64::from(1 << 20)])
+                            .collect();
+                        plot.line(Line::new(category.name(), mib));
+                    }
+                }
+            });
+        });
+    }
+
+    fn memory_panel(&mut self, ui: &mut egui::Ui) {
+        ui.heading("GPU memory");
+        let snapshot = self.gpu.ledger().snapshot();
+        ui.label(format!(
+            "Now {} · peak {}",
+            human_bytes(snapshot.total_bytes),
+            human_bytes(snapshot.peak_bytes)
+        ));
+        if let Some((peak, budget, splats)) = self.prediction {
+            ui.label(format!(
+                "Run predicted peak {} (budget {}, cap {splats} splats)",
+                human_bytes(peak),
+                human_bytes(budget)
+            ));
+        }
+        // While training: a paused run keeps only its parameters on the GPU.
+        if self.task_state == TaskState::Training
+            && let Some((run, splats, model)) = self.run_now_predicted()
+        {
+            let measured = snapshot.owner_bytes(Owner::Run(run));
+            let ratio = measured as f64 / model.max(1) as f64;
+            ui.label(format!(
+                "Run {run} now: {} measured, {} predicted for {splats} splats ({:+.1}%)",
+                human_bytes(measured),
+                human_bytes(model),
+                (ratio - 1.0) * 100.0
+            ));
+        }
+        let owners: Vec<Owner> = snapshot.by_owner.keys().copied().collect();
+        ui.add_space(4.0);
+        // A table wider than the panel scrolls sideways instead of widening the panel (its
+        // width would then depend on which runs happened to be alive).
+        egui::ScrollArea::horizontal().id_salt("ledger scroll").show(ui, |ui| {
+            egui::Grid::new("ledger").striped(true).num_columns(owners.len() + 2).show(ui, |ui| {
+                ui.strong("category");
+                for owner in &owners {
+                    ui.strong(owner.to_string());
+                }
+                ui.strong("total");
+                ui.end_row();
+                for category in Category::ALL {
+                    let total = snapshot.category_bytes(category);
+                    if total == 0 {
+                        continue;
+                    }
+                    ui.label(category.name());
+                    for owner in &owners {
+                        let bytes: u64 = snapshot
+                            .allocations
+                            .iter()
+                            .filter(|a| a.category == category && a.owner == *owner)
+                            .map(|a| a.bytes)
+                            .sum();
+                        ui.label(if bytes > 0 { human_bytes(bytes) } else { "–".into() });
+                    }
+                    ui.label(human_bytes(total));
+                    ui.end_row();
+                }
+                ui.strong("total");
+                for owner in &owners {
+                    ui.strong(human_bytes(snapshot.owner_bytes(*owner)));
+                }
+                ui.strong(human_bytes(snapshot.total_bytes));
+                ui.end_row();
+            });
+        });
+        ui.add_space(6.0);
+        ui.collapsing(format!("{} allocations", snapshot.allocations.len()), |ui| {
+            let mut allocations = snapshot.allocations.clone();
+            allocations.sort_by_key(|a| std::cmp::Reverse(a.bytes));
+            for a in allocations.iter().take(200) {
+                ui.small(format!(
+                    "{} · {} · {} · {}",
+                    human_bytes(a.bytes),
+                    a.owner,
+                    a.category,
+                    a.label
+                ));
+            }
+        });
+        ui.small(
+            "Every GPU buffer goes through this ledger; a run's column goes back to zero when \
+             it is torn down.",
+        );
+    }
+
+    fn log_panel(&self, ui: &mut egui::Ui) {
+        ui.strong("Log");
+        egui::ScrollArea::vertical().stick_to_bottom(true).auto_shrink([false; 2]).show(ui, |ui| {
+            for line in &self.log {
+                let color = match line.level {
+                    Level::Info => ui.visuals().text_color(),
+                    Level::Warning => Color32::from_rgb(220, 160, 40),
+                    Level::Error => Color32::from_rgb(230, 80, 80),
+                };
+                ui.label(
+                    RichText::new(format!("{:>7.1}s  {}", line.seconds, line.text))
+                        .color(color)
+                        .monospace(),
+                );
+            }
+        });
+    }
+}
+
+/// A plot under a title; a legend when it has several lines.
+fn plot_titled<'a>(
+    ui: &mut egui::Ui,
+    title: &str,
+    height: f32,
+    legend: bool,
+    lines: impl FnOnce(&mut egui_plot::PlotUi<'a>) + 'a,
+) {
+    ui.small(title);
+    let mut plot = Plot::new(title).height(height - 16.0).allow_scroll(false);
+    if legend {
+        plot = plot.legend(Legend::default().position(egui_plot::Corner::LeftTop));
+    }
+    plot.show(ui, lines);
+}
+
+fn run_eta(run: &RunInfo) -> String {
+    run.eta_seconds().map_or_else(|| "–".into(), duration)
+}
+
+fn file_name(path: &std::path::Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into())
+}
