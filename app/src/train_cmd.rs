@@ -17,6 +17,7 @@ use splat_trainer::loss::LossWeights;
 use splat_trainer::render::GpuContext;
 use splat_trainer::task::{Command, Event, TaskHandle, write_atomically};
 use splat_trainer::train::{EvalStats, LearningRates, TrainConfig};
+use splatforge::human_bytes;
 
 pub struct TrainArgs {
     pub dataset: Option<PathBuf>,
@@ -203,11 +204,6 @@ fn default_out_dir(dataset: &Path) -> PathBuf {
     let name =
         dataset.file_stem().map_or_else(|| "dataset".into(), |n| n.to_string_lossy().into_owned());
     dataset.with_file_name(format!("{name}_train"))
-}
-
-fn human_bytes(bytes: u64) -> String {
-    let mib = bytes as f64 / (1024.0 * 1024.0);
-    if mib >= 1024.0 { format!("{:.2} GiB", mib / 1024.0) } else { format!("{mib:.1} MiB") }
 }
 
 /// A progress bar on a terminal; plain lines (about 20 a run) otherwise.

@@ -212,6 +212,8 @@ pub struct SplatApp {
     pub(super) run: Option<RunInfo>,
     pub(super) history: History,
     pub(super) memory: Option<LedgerSnapshot>,
+    /// The memory panel's ledger snapshot and when it was taken.
+    pub(super) ledger_view: Option<(Instant, LedgerSnapshot)>,
     pub(super) prediction: Option<(u64, u64, u32)>,
     pub(super) log: VecDeque<LogLine>,
     pub(super) toast: Option<(Instant, Level, String)>,
@@ -281,6 +283,7 @@ impl SplatApp {
             run: None,
             history: History::default(),
             memory: None,
+            ledger_view: None,
             prediction: None,
             log: VecDeque::new(),
             toast: None,
@@ -709,6 +712,18 @@ impl SplatApp {
         let dataset = &self.dataset.as_ref()?.dataset;
         let shape = RunShape::for_dataset(dataset, u64::from(splats), self.settings.sh_degree);
         Some((run.id, splats, MemoryModel::default().predict(&shape).peak_bytes))
+    }
+
+    /// Refreshes the memory panel's ledger snapshot at most every 250 ms (a snapshot copies
+    /// every live allocation's label: not worth doing at the frame rate).
+    pub(super) fn refresh_ledger_view(&mut self) {
+        let stale = self
+            .ledger_view
+            .as_ref()
+            .is_none_or(|(at, _)| at.elapsed() >= Duration::from_millis(250));
+        if stale {
+            self.ledger_view = Some((Instant::now(), self.gpu.ledger().snapshot()));
+        }
     }
 
     /// A summary for tests.

@@ -52,7 +52,8 @@ pub struct History {
     pub train_psnr: Series,
     pub eval_psnr: Series,
     pub splats: Series,
-    /// GPU bytes by ledger category, sampled with the memory events.
+    /// GPU memory by ledger category in MiB (the plot's unit), sampled with the memory
+    /// events.
     pub memory: BTreeMap<Category, Series>,
     last_step: u32,
 }
@@ -77,7 +78,7 @@ impl History {
         for category in Category::ALL {
             let bytes = snapshot.category_bytes(category);
             let series = self.memory.entry(category).or_default();
-            let point = PlotPoint::new(self.last_step, bytes as f64);
+            let point = PlotPoint::new(self.last_step, bytes as f64 / f64::from(1 << 20));
             // Several samples at one step (pause, resume, finish): the last one stands.
             match series.points.last_mut() {
                 Some(last) if (last.x - point.x).abs() < 0.5 => *last = point,

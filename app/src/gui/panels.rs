@@ -8,6 +8,7 @@ use splat_trainer::task::TaskState;
 use super::app::{Level, RunInfo, SplatApp, StrategyChoice, ViewMode};
 use super::files::{OpenKind, SaveKind};
 use super::viewer;
+use crate::human_bytes;
 
 /// Height of the plots (and so of the bottom panel), in points.
 const PLOT_HEIGHT: f32 = 190.0;
@@ -24,18 +25,6 @@ const FLY_KEYS: [(Key, [f32; 3]); 6] = [
     (Key::Q, [0.0, 1.0, 0.0]),
     (Key::E, [0.0, -1.0, 0.0]),
 ];
-
-#[must_use]
-pub fn human_bytes(bytes: u64) -> String {
-    let mib = bytes as f64 / (1024.0 * 1024.0);
-    if mib >= 1024.0 {
-        format!("{:.2} GiB", mib / 1024.0)
-    } else if mib >= 1.0 {
-        format!("{mib:.1} MiB")
-    } else {
-        format!("{:.1} KiB", bytes as f64 / 1024.0)
-    }
-}
 
 fn duration(seconds: f64) -> String {
     let s = seconds.round() as u64;
@@ -695,12 +684,10 @@ impl SplatApp {
             plot_titled(&mut columns[3], "GPU memory (MiB)", height, true, |plot| {
                 for (category, series) in &history.memory {
                     if series.points().iter().any(|p| p.y > 0.0) {
-                        let mib: Vec<[f64; 2]> = series
-                            .points()
-                            .iter()
-                            .map(|p| [p.x, p.y / f64::from(1 << 20)])
-                            .collect();
-                        plot.line(Line::new(category.name(), mib));
+                        plot.line(Line::new(
+                            category.name(),
+                            PlotPoints::Borrowed(series.points()),
+                        ));
                     }
                 }
             });
@@ -709,7 +696,8 @@ impl SplatApp {
 
     fn memory_panel(&mut self, ui: &mut egui::Ui) {
         ui.heading("GPU memory");
-        let snapshot = self.gpu.ledger().snapshot();
+        self.refresh_ledger_view();
+        let Some((_, snapshot)) = &self.ledger_view else { return };
         ui.label(format!(
             "Now {} · peak {}",
             human_bytes(snapshot.total_bytes),
@@ -775,7 +763,7 @@ impl SplatApp {
         });
         ui.add_space(6.0);
         ui.collapsing(format!("{} allocations", snapshot.allocations.len()), |ui| {
-            let mut allocations = snapshot.allocations.clone();
+            let mut allocations: Vec<_> = snapshot.allocations.iter().collect();
             allocations.sort_by_key(|a| std::cmp::Reverse(a.bytes));
             for a in allocations.iter().take(200) {
                 ui.small(format!(
