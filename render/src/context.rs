@@ -5,6 +5,8 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::ledger::{Allocation, Category, Ledger, LedgerEntry, Owner};
+use crate::profiler::Profiler;
+use crate::readback::Poller;
 
 /// Optional features we use where the adapter has them; kernels keep a fallback for each.
 const WANTED_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
@@ -65,6 +67,8 @@ pub struct GpuContext {
     pub adapter_info: wgpu::AdapterInfo,
     ledger: Arc<Ledger>,
     uncaptured: Arc<Mutex<Vec<String>>>,
+    poller: Arc<Poller>,
+    profiler: Arc<Mutex<Option<Profiler>>>,
 }
 
 impl GpuContext {
@@ -105,7 +109,23 @@ impl GpuContext {
             log::error!("uncaptured GPU error: {error}");
             sink.lock().unwrap_or_else(PoisonError::into_inner).push(error.to_string());
         }));
-        Self { device, queue, adapter_info, ledger: Ledger::new(), uncaptured }
+        Self {
+            device,
+            queue,
+            adapter_info,
+            ledger: Ledger::new(),
+            uncaptured,
+            poller: Arc::default(),
+            profiler: Arc::default(),
+        }
+    }
+
+    pub(crate) fn poller(&self) -> &Poller {
+        &self.poller
+    }
+
+    pub(crate) fn profiler_lock(&self) -> std::sync::MutexGuard<'_, Option<Profiler>> {
+        self.profiler.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     #[must_use]

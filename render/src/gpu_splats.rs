@@ -316,13 +316,31 @@ pub fn read_f32(
     buffer: &wgpu::Buffer,
     floats: usize,
 ) -> Result<Vec<f32>, GpuError> {
-    let bytes = read_bytes(ctx, buffer, floats as u64 * 4)?;
+    pollster::block_on(read_f32_async(ctx, buffer, floats))
+}
+
+/// [`read_f32`] without blocking the thread: awaits the GPU (see [`GpuContext::read_mapped`]).
+pub async fn read_f32_async(
+    ctx: &GpuContext,
+    buffer: &wgpu::Buffer,
+    floats: usize,
+) -> Result<Vec<f32>, GpuError> {
+    let bytes = read_bytes_async(ctx, buffer, floats as u64 * 4).await?;
     Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
 }
 
 /// Reads the first `bytes` bytes of a buffer through a staging buffer. Blocks until the GPU
 /// is done; for tests, the command line and end-of-run exports, never per frame in the UI.
 pub fn read_bytes(
+    ctx: &GpuContext,
+    buffer: &wgpu::Buffer,
+    bytes: u64,
+) -> Result<Vec<u8>, GpuError> {
+    pollster::block_on(read_bytes_async(ctx, buffer, bytes))
+}
+
+/// [`read_bytes`] without blocking the thread. The staging buffer lives until the read ends.
+pub async fn read_bytes_async(
     ctx: &GpuContext,
     buffer: &wgpu::Buffer,
     bytes: u64,
@@ -343,20 +361,7 @@ pub fn read_bytes(
         .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
     encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, padded);
     ctx.queue.submit([encoder.finish()]);
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    staging.slice(..).map_async(wgpu::MapMode::Read, move |result| {
-        // The receiver waits below; if it is gone there is nobody to tell.
-        let _ = tx.send(result);
-    });
-    ctx.wait_idle()?;
-    rx.recv()
-        .map_err(|e| GpuError::Poll(e.to_string()))?
-        .map_err(|e| GpuError::Poll(e.to_string()))?;
-    let data = staging.slice(..).get_mapped_range().map_err(|e| GpuError::Poll(e.to_string()))?
-        [..bytes as usize]
-        .to_vec();
-    staging.unmap();
-    Ok(data)
+    ctx.read_mapped(&staging, padded, |view| view[..bytes as usize].to_vec()).await
 }
 
 #[cfg(test)]

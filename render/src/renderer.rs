@@ -14,6 +14,7 @@ use crate::kernels::{
     DispatchLimits, FloatAtomics, IntersectUniform, Kernel, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS,
     RasterUniform, RenderUniform,
 };
+use crate::profiler::PassTimer;
 use crate::{Camera, Category, GpuBuffer, GpuContext, GpuError, Owner};
 
 /// How to render.
@@ -139,19 +140,55 @@ impl Renderer {
         settings: &RenderSettings,
         scratch: &mut FrameScratch,
     ) -> Result<FrameStats, GpuError> {
-        ctx.checked("render forward", || {
-            self.encode_forward(ctx, splats, camera, settings, scratch)
-        })
+        self.forward_begin(ctx, splats, camera, settings, scratch)?;
+        let intersections = pollster::block_on(scratch.intersections(ctx))?;
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("render pass 2"),
+        });
+        let stats = self.forward_finish(ctx, &mut encoder, scratch, intersections)?;
+        ctx.queue.submit([encoder.finish()]);
+        Ok(stats)
     }
 
-    fn encode_forward(
+    /// The first half of [`Renderer::forward`]: projects, depth-sorts and counts the tile
+    /// intersections (submitted). Await [`FrameScratch::intersections`], then record the rest
+    /// with [`Renderer::forward_finish`]. Calling it again before finishing starts over.
+    pub fn forward_begin(
         &self,
         ctx: &GpuContext,
         splats: &GpuSplats,
         camera: &Camera,
         settings: &RenderSettings,
         scratch: &mut FrameScratch,
+    ) -> Result<(), GpuError> {
+        ctx.checked("render forward", || {
+            self.encode_forward_begin(ctx, splats, camera, settings, scratch)
+        })
+    }
+
+    /// The second half of a forward pass begun with [`Renderer::forward_begin`], for the
+    /// `intersections` it counted: emits and sorts the intersections, rasterizes. Recorded
+    /// into `encoder` (the caller submits it, with more work after it if it likes).
+    pub fn forward_finish(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        scratch: &mut FrameScratch,
+        intersections: u32,
     ) -> Result<FrameStats, GpuError> {
+        ctx.checked("render forward", || {
+            self.encode_forward_finish(ctx, encoder, scratch, intersections)
+        })
+    }
+
+    fn encode_forward_begin(
+        &self,
+        ctx: &GpuContext,
+        splats: &GpuSplats,
+        camera: &Camera,
+        settings: &RenderSettings,
+        scratch: &mut FrameScratch,
+    ) -> Result<(), GpuError> {
         let n = splats.count;
         let (tiles_x, tiles_y) = camera.tiles();
         let num_tiles = tiles_x * tiles_y;
@@ -164,7 +201,7 @@ impl Renderer {
         scratch.ensure(ctx, self, n, camera.width * camera.height, num_tiles)?;
         let uniform = render_uniform(splats, camera, settings, (tiles_x, tiles_y));
         ctx.queue.write_buffer(&scratch.uniform, 0, bytemuck::bytes_of(&uniform));
-        let mut intersect =
+        let intersect =
             IntersectUniform { num_splats: n, num_intersections: 0, tiles_x, tiles_y };
         ctx.queue.write_buffer(&scratch.intersect_uniform, 0, bytemuck::bytes_of(&intersect));
         let raster = RasterUniform {
@@ -180,23 +217,45 @@ impl Renderer {
         ctx.queue.write_buffer(&scratch.raster_uniform, 0, bytemuck::bytes_of(&raster));
 
         self.encode_projection(ctx, splats, scratch)?;
-        let intersections = read_total(ctx, &scratch.total_readback)?;
+        scratch.last_frame = None;
+        scratch.begun = Some(BegunFrame {
+            splats: n,
+            width: camera.width,
+            height: camera.height,
+            intersect,
+        });
+        Ok(())
+    }
 
+    fn encode_forward_finish(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        scratch: &mut FrameScratch,
+        intersections: u32,
+    ) -> Result<FrameStats, GpuError> {
+        let Some(begun) = scratch.begun.take() else {
+            return Err(GpuError::Validation {
+                label: "render".into(),
+                message: "forward_finish without forward_begin".into(),
+            });
+        };
+        let n = begun.splats;
+        let (tiles_x, tiles_y) = (begun.intersect.tiles_x, begun.intersect.tiles_y);
+        let num_tiles = tiles_x * tiles_y;
         // Pass 2: emit intersections, sort them by tile, find tile ranges, rasterize.
         scratch.ensure_intersections(ctx, self, intersections)?;
-        intersect.num_intersections = intersections;
+        let intersect = IntersectUniform { num_intersections: intersections, ..begun.intersect };
         ctx.queue.write_buffer(&scratch.intersect_uniform, 0, bytemuck::bytes_of(&intersect));
-        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("render pass 2"),
-        });
         encoder.clear_buffer(&scratch.ranges, 0, None);
         if intersections > 0 {
             let bind = self.intersect_bind_group(ctx, IntersectStage::Emit, scratch);
-            dispatch(&mut encoder, &self.emit, &bind, self.groups(n));
+            dispatch(ctx, encoder, "emit", &self.emit, &bind, self.groups(n));
             let tile_bits = (32 - (num_tiles.max(2) - 1).leading_zeros()).max(1);
+            ctx.profile_stage("tile sort");
             self.sort.encode(
                 ctx,
-                &mut encoder,
+                encoder,
                 &scratch.tile_ids,
                 &scratch.isect_splats,
                 intersections,
@@ -204,7 +263,7 @@ impl Renderer {
                 &scratch.sort_intersections,
             )?;
             let bind = self.intersect_bind_group(ctx, IntersectStage::TileRanges, scratch);
-            dispatch(&mut encoder, &self.tile_ranges, &bind, self.groups(intersections));
+            dispatch(ctx, encoder, "tile ranges", &self.tile_ranges, &bind, self.groups(intersections));
         }
         let bind = bind_group(
             ctx,
@@ -220,10 +279,16 @@ impl Renderer {
                 &scratch.last_entry,
             ],
         );
-        dispatch(&mut encoder, &self.rasterize_forward, &bind, self.limits.grid(num_tiles));
-        ctx.queue.submit([encoder.finish()]);
+        dispatch(
+            ctx,
+            encoder,
+            "rasterize forward",
+            &self.rasterize_forward,
+            &bind,
+            self.limits.grid(num_tiles),
+        );
         scratch.last_frame =
-            Some(LastFrame { splats: n, width: camera.width, height: camera.height });
+            Some(LastFrame { splats: n, width: begun.width, height: begun.height });
         Ok(FrameStats { intersections })
     }
 
@@ -248,7 +313,8 @@ impl Renderer {
             let buffers: Vec<&wgpu::Buffer> =
                 std::iter::once(&*scratch.uniform).chain(splats.buffers()).chain(outputs).collect();
             let bind = bind_group(ctx, &self.project_forward, "project_forward", &buffers);
-            dispatch(&mut encoder, &self.project_forward, &bind, self.groups(n));
+            dispatch(ctx, &mut encoder, "projection", &self.project_forward, &bind, self.groups(n));
+            ctx.profile_stage("depth sort");
             self.sort.encode(
                 ctx,
                 &mut encoder,
@@ -259,8 +325,9 @@ impl Renderer {
                 &scratch.sort_splats,
             )?;
             let bind = self.intersect_bind_group(ctx, IntersectStage::GatherCounts, scratch);
-            dispatch(&mut encoder, &self.gather_counts, &bind, self.groups(n));
+            dispatch(ctx, &mut encoder, "scan", &self.gather_counts, &bind, self.groups(n));
         }
+        ctx.profile_stage("scan");
         self.scan.encode_exclusive(
             ctx,
             &mut encoder,
@@ -286,14 +353,33 @@ impl Renderer {
         v_image: &wgpu::Buffer,
         grads: &SplatGradients,
     ) -> Result<(), GpuError> {
+        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("render backward"),
+        });
+        self.record_backward(ctx, &mut encoder, splats, scratch, v_image, grads)?;
+        ctx.queue.submit([encoder.finish()]);
+        Ok(())
+    }
+
+    /// [`Renderer::backward`] recorded into `encoder` (the caller submits it).
+    pub fn record_backward(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        splats: &GpuSplats,
+        scratch: &FrameScratch,
+        v_image: &wgpu::Buffer,
+        grads: &SplatGradients,
+    ) -> Result<(), GpuError> {
         ctx.checked("render backward", || {
-            self.encode_backward(ctx, splats, scratch, v_image, grads)
+            self.encode_backward(ctx, encoder, splats, scratch, v_image, grads)
         })
     }
 
     fn encode_backward(
         &self,
         ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
         splats: &GpuSplats,
         scratch: &FrameScratch,
         v_image: &wgpu::Buffer,
@@ -317,9 +403,6 @@ impl Renderer {
         let n = splats.count;
         let (tiles_x, tiles_y) =
             (frame.width.div_ceil(crate::TILE_SIZE), frame.height.div_ceil(crate::TILE_SIZE));
-        let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("render backward"),
-        });
         encoder.clear_buffer(&scratch.v_projected, 0, None);
         let bind = bind_group(
             ctx,
@@ -337,7 +420,9 @@ impl Renderer {
             ],
         );
         dispatch(
-            &mut encoder,
+            ctx,
+            encoder,
+            "rasterize backward",
             &self.rasterize_backward,
             &bind,
             self.limits.grid(tiles_x * tiles_y),
@@ -350,9 +435,15 @@ impl Renderer {
                 .chain(std::iter::once(&*grads.densify))
                 .collect();
             let bind = bind_group(ctx, &self.project_backward, "project_backward", &buffers);
-            dispatch(&mut encoder, &self.project_backward, &bind, self.groups(n));
+            dispatch(
+                ctx,
+                encoder,
+                "projection backward",
+                &self.project_backward,
+                &bind,
+                self.groups(n),
+            );
         }
-        ctx.queue.submit([encoder.finish()]);
         Ok(())
     }
 
@@ -447,8 +538,11 @@ fn bind_group(
     })
 }
 
+/// One compute pass of one dispatch, filed under `stage` when profiling.
 fn dispatch(
+    ctx: &GpuContext,
     encoder: &mut wgpu::CommandEncoder,
+    stage: &'static str,
     pipeline: &wgpu::ComputePipeline,
     bind: &wgpu::BindGroup,
     (x, y): (u32, u32),
@@ -456,30 +550,15 @@ fn dispatch(
     if x == 0 {
         return;
     }
-    let mut pass = encoder
-        .begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+    ctx.profile_stage(stage);
+    let timer = ctx.pass_timer();
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+        label: Some(stage),
+        timestamp_writes: timer.as_ref().map(PassTimer::writes),
+    });
     pass.set_pipeline(pipeline);
     pass.set_bind_group(0, bind, &[]);
     pass.dispatch_workgroups(x, y, 1);
-}
-
-fn read_total(ctx: &GpuContext, readback: &wgpu::Buffer) -> Result<u32, GpuError> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    readback.slice(..).map_async(wgpu::MapMode::Read, move |result| {
-        // The receiver waits right below.
-        let _ = tx.send(result);
-    });
-    ctx.wait_idle()?;
-    rx.recv()
-        .map_err(|e| GpuError::Poll(e.to_string()))?
-        .map_err(|e| GpuError::Poll(e.to_string()))?;
-    let total = {
-        let data =
-            readback.slice(..).get_mapped_range().map_err(|e| GpuError::Poll(e.to_string()))?;
-        u32::from_le_bytes([data[0], data[1], data[2], data[3]])
-    };
-    readback.unmap();
-    Ok(total)
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -487,6 +566,15 @@ struct LastFrame {
     splats: u32,
     width: u32,
     height: u32,
+}
+
+/// A forward pass between its two halves.
+#[derive(Clone, Copy, Debug)]
+struct BegunFrame {
+    splats: u32,
+    width: u32,
+    height: u32,
+    intersect: IntersectUniform,
 }
 
 /// Per-frame buffers of the rasterizer, owned by whoever renders (a run, the viewer). They
@@ -500,6 +588,7 @@ pub struct FrameScratch {
     tile_capacity: u32,
     intersection_capacity: u32,
     last_frame: Option<LastFrame>,
+    begun: Option<BegunFrame>,
     uniform: GpuBuffer,
     intersect_uniform: GpuBuffer,
     raster_uniform: GpuBuffer,
@@ -555,6 +644,7 @@ impl FrameScratch {
             tile_capacity: 0,
             intersection_capacity: 0,
             last_frame: None,
+            begun: None,
             uniform: scratch_buffer(
                 ctx,
                 "render uniform",
@@ -595,6 +685,14 @@ impl FrameScratch {
             final_t: scratch_buffer(ctx, "final transmittance", 0, STORAGE, owner)?,
             last_entry: scratch_buffer(ctx, "last entry", 0, STORAGE, owner)?,
         })
+    }
+
+    /// The number of tile intersections that [`Renderer::forward_begin`] counted, once the GPU
+    /// has it: the one wait of a forward pass. Awaiting does not block the thread (see
+    /// [`GpuContext::read_mapped`]); dropping the future cancels the read.
+    pub async fn intersections(&self, ctx: &GpuContext) -> Result<u32, GpuError> {
+        ctx.read_mapped(&self.total_readback, 4, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .await
     }
 
     /// The last forward pass's image size, if any.

@@ -118,9 +118,10 @@ impl Presenter {
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("present") });
             {
+                let timer = ctx.pass_timer();
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("present"),
-                    timestamp_writes: None,
+                    timestamp_writes: timer.as_ref().map(crate::PassTimer::writes),
                 });
                 pass.set_pipeline(&self.pipeline);
                 pass.set_bind_group(0, &bind, &[]);

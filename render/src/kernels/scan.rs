@@ -457,9 +457,10 @@ impl PrefixScan {
         scratch: &ScanScratch,
     ) -> Result<(), EncodeError> {
         let prepared = self.prepare(ctx, input, output, total, count, scratch)?;
+        let timer = ctx.pass_timer();
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("exclusive scan"),
-            timestamp_writes: None,
+            timestamp_writes: timer.as_ref().map(crate::PassTimer::writes),
         });
         self.record(&mut pass, &prepared);
         Ok(())

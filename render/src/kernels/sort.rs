@@ -21,6 +21,7 @@ use crate::kernels::scan::{
     dynamic_uniform_entry, param_slot, range, storage_entry,
 };
 use crate::ledger::{Category, Owner};
+use crate::profiler::PassTimer;
 
 /// Invocations per workgroup. Keep in sync with sort.wgsl.
 pub const WORKGROUP_SIZE: u32 = 256;
@@ -301,9 +302,10 @@ impl RadixSort {
         ];
 
         {
+            let timer = ctx.pass_timer();
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("radix sort"),
-                timestamp_writes: None,
+                timestamp_writes: timer.as_ref().map(PassTimer::writes),
             });
             let grid = self.limits.grid(block_count);
             for index in 0..passes.len() {

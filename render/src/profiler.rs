@@ -1,0 +1,337 @@
+//! Per-pass GPU timings from timestamp queries.
+//!
+//! When profiling is on ([`GpuContext::start_profiling`]), every compute pass of ours asks
+//! [`GpuContext::pass_timer`] for timestamp writes at its beginning and end, and is filed under
+//! the current stage ([`GpuContext::profile_stage`]: "projection", "depth sort", "loss", …).
+//! A frame (a training step) ends at [`GpuContext::profile_frame`], which resolves the frame's
+//! queries into a small ring of read-back buffers inside the caller's encoder; they are mapped
+//! a frame later and read when ready, so profiling adds no wait to a step. When profiling is
+//! off, `pass_timer` is `None` and nothing else happens: a pass costs what it did.
+//!
+//! Needs the adapter feature `TIMESTAMP_QUERY` (every desktop GPU, and lavapipe).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::context::{GpuBuffer, GpuContext, GpuError};
+use crate::ledger::{Category, Owner};
+
+/// Timestamps per frame at most (two per pass). A frame with more passes times the first
+/// [`MAX_QUERIES`] / 2 and counts the rest in [`Profile::untimed_passes`].
+pub const MAX_QUERIES: u32 = 512;
+/// Frames in flight between resolving and reading. A frame that finds no free slot is not
+/// timed (counted in [`Profile::untimed_frames`]).
+const SLOTS: usize = 4;
+
+/// Timestamp writes for one compute pass: put [`PassTimer::writes`] in its descriptor.
+#[derive(Debug)]
+pub struct PassTimer {
+    query_set: wgpu::QuerySet,
+    index: u32,
+}
+
+impl PassTimer {
+    #[must_use]
+    pub fn writes(&self) -> wgpu::ComputePassTimestampWrites<'_> {
+        wgpu::ComputePassTimestampWrites {
+            query_set: &self.query_set,
+            beginning_of_pass_write_index: Some(self.index),
+            end_of_pass_write_index: Some(self.index + 1),
+        }
+    }
+}
+
+/// One timed compute pass.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PassTiming {
+    pub stage: &'static str,
+    /// When it began, in milliseconds after the frame's first pass began.
+    pub start_ms: f64,
+    /// How long it ran on the GPU.
+    pub ms: f64,
+}
+
+/// The passes of one frame, in the order they were encoded.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FrameTimings {
+    pub passes: Vec<PassTiming>,
+}
+
+impl FrameTimings {
+    /// Milliseconds of all passes of `stage` in this frame.
+    #[must_use]
+    pub fn stage_ms(&self, stage: &str) -> f64 {
+        self.passes.iter().filter(|p| p.stage == stage).map(|p| p.ms).sum()
+    }
+
+    /// Milliseconds of all passes: the GPU's busy time in this frame.
+    #[must_use]
+    pub fn total_ms(&self) -> f64 {
+        self.passes.iter().map(|p| p.ms).sum()
+    }
+
+    /// Milliseconds the GPU waited between the end of the pass before the first `stage` pass
+    /// and that pass's start (the cost of a wait for the CPU there); `None` without one.
+    #[must_use]
+    pub fn gap_before_ms(&self, stage: &str) -> Option<f64> {
+        let at = self.passes.iter().position(|p| p.stage == stage)?;
+        let before = self.passes.get(at.checked_sub(1)?)?;
+        Some((self.passes[at].start_ms - before.start_ms - before.ms).max(0.0))
+    }
+}
+
+/// What a profiling session measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Profile {
+    pub frames: Vec<FrameTimings>,
+    /// Frames not timed because every read-back slot was still in flight.
+    pub untimed_frames: u64,
+    /// Passes past [`MAX_QUERIES`] / 2 in a frame.
+    pub untimed_passes: u64,
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum SlotState {
+    Free,
+    /// Resolved into by a frame's encoder; mapped at the next frame boundary (after the
+    /// caller has submitted that encoder).
+    Copied,
+    /// Map requested; `ready` turns true in the callback.
+    Mapping,
+}
+
+#[derive(Debug)]
+struct Slot {
+    buffer: GpuBuffer,
+    state: SlotState,
+    ready: Arc<AtomicBool>,
+    passes: Vec<&'static str>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Profiler {
+    query_set: wgpu::QuerySet,
+    resolve: GpuBuffer,
+    slots: Vec<Slot>,
+    /// Stage of each pass of the current frame.
+    passes: Vec<&'static str>,
+    stage: &'static str,
+    period_ns: f64,
+    profile: Profile,
+}
+
+impl Profiler {
+    fn new(ctx: &GpuContext) -> Result<Self, GpuError> {
+        if !ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+            return Err(GpuError::Validation {
+                label: "profiler".into(),
+                message: "this GPU offers no timestamp queries".into(),
+            });
+        }
+        let bytes = u64::from(MAX_QUERIES) * 8;
+        let query_set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("pass timestamps"),
+            ty: wgpu::QueryType::Timestamp,
+            count: MAX_QUERIES,
+        });
+        let resolve = ctx.create_buffer(
+            "pass timestamps resolved",
+            bytes,
+            wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            Category::Other,
+            Owner::Shared,
+        )?;
+        let slots = (0..SLOTS)
+            .map(|_| {
+                Ok(Slot {
+                    buffer: ctx.create_buffer(
+                        "pass timestamps readback",
+                        bytes,
+                        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                        Category::Other,
+                        Owner::Shared,
+                    )?,
+                    state: SlotState::Free,
+                    ready: Arc::default(),
+                    passes: Vec::new(),
+                })
+            })
+            .collect::<Result<_, GpuError>>()?;
+        Ok(Self {
+            query_set,
+            resolve,
+            slots,
+            passes: Vec::with_capacity(MAX_QUERIES as usize / 2),
+            stage: "other",
+            period_ns: f64::from(ctx.queue.get_timestamp_period()),
+            profile: Profile::default(),
+        })
+    }
+
+    fn pass_timer(&mut self) -> Option<PassTimer> {
+        let index = self.passes.len() as u32 * 2;
+        if index + 2 > MAX_QUERIES {
+            self.profile.untimed_passes += 1;
+            return None;
+        }
+        self.passes.push(self.stage);
+        Some(PassTimer { query_set: self.query_set.clone(), index })
+    }
+
+    /// Reads the slots whose mapping finished, maps the ones the last frame resolved into,
+    /// and resolves this frame's queries into a free slot.
+    fn frame(&mut self, encoder: &mut wgpu::CommandEncoder) -> bool {
+        self.collect_ready();
+        let mut woke = false;
+        for slot in &mut self.slots {
+            if slot.state == SlotState::Copied {
+                map_slot(slot);
+                woke = true;
+            }
+        }
+        if !self.passes.is_empty() {
+            match self.slots.iter_mut().find(|s| s.state == SlotState::Free) {
+                Some(slot) => {
+                    let queries = self.passes.len() as u32 * 2;
+                    encoder.resolve_query_set(&self.query_set, 0..queries, &self.resolve, 0);
+                    encoder.copy_buffer_to_buffer(
+                        &self.resolve,
+                        0,
+                        &slot.buffer,
+                        0,
+                        u64::from(queries) * 8,
+                    );
+                    slot.passes = std::mem::take(&mut self.passes);
+                    slot.state = SlotState::Copied;
+                }
+                None => {
+                    self.passes.clear();
+                    self.profile.untimed_frames += 1;
+                }
+            }
+        }
+        woke
+    }
+
+    fn collect_ready(&mut self) {
+        for slot in &mut self.slots {
+            if slot.state != SlotState::Mapping || !slot.ready.load(Ordering::Acquire) {
+                continue;
+            }
+            let queries = slot.passes.len() * 2;
+            let ticks: Vec<u64> = match slot.buffer.slice(..queries as u64 * 8).get_mapped_range()
+            {
+                Ok(view) => view
+                    .chunks_exact(8)
+                    .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+                    .collect(),
+                Err(e) => {
+                    log::warn!("profiler read-back failed: {e}");
+                    Vec::new()
+                }
+            };
+            slot.buffer.unmap();
+            if ticks.len() == queries {
+                let origin = ticks.first().copied().unwrap_or(0);
+                let ms = |ticks: u64| ticks as f64 * self.period_ns * 1e-6;
+                let passes = slot
+                    .passes
+                    .iter()
+                    .zip(ticks.chunks_exact(2))
+                    .map(|(stage, t)| PassTiming {
+                        stage,
+                        start_ms: ms(t[0].saturating_sub(origin)),
+                        ms: ms(t[1].saturating_sub(t[0])),
+                    })
+                    .collect();
+                self.profile.frames.push(FrameTimings { passes });
+            }
+            slot.passes.clear();
+            slot.ready.store(false, Ordering::Release);
+            slot.state = SlotState::Free;
+        }
+    }
+}
+
+fn map_slot(slot: &mut Slot) {
+    let ready = Arc::clone(&slot.ready);
+    let queries = slot.passes.len() as u64 * 2;
+    slot.buffer.slice(..queries * 8).map_async(wgpu::MapMode::Read, move |result| {
+        if let Err(e) = result {
+            log::warn!("profiler read-back failed: {e}");
+        }
+        ready.store(true, Ordering::Release);
+    });
+    slot.state = SlotState::Mapping;
+}
+
+impl GpuContext {
+    /// Turns per-pass timing on (see the module docs). Errors where the adapter has no
+    /// timestamp queries.
+    pub fn start_profiling(&self) -> Result<(), GpuError> {
+        let profiler = Profiler::new(self)?;
+        *self.profiler_lock() = Some(profiler);
+        Ok(())
+    }
+
+    /// Whether per-pass timing is on.
+    #[must_use]
+    pub fn is_profiling(&self) -> bool {
+        self.profiler_lock().is_some()
+    }
+
+    /// Files the passes encoded from now on under `stage`. Costs a lock when profiling is off.
+    pub fn profile_stage(&self, stage: &'static str) {
+        if let Some(profiler) = self.profiler_lock().as_mut() {
+            profiler.stage = stage;
+        }
+    }
+
+    /// Timestamp writes for the next compute pass, when profiling.
+    #[must_use]
+    pub fn pass_timer(&self) -> Option<PassTimer> {
+        self.profiler_lock().as_mut().and_then(Profiler::pass_timer)
+    }
+
+    /// Ends the current frame: its timings are resolved in `encoder` (submit it before the
+    /// next frame ends) and read a frame or two later, without waiting.
+    pub fn profile_frame(&self, encoder: &mut wgpu::CommandEncoder) {
+        let woke = match self.profiler_lock().as_mut() {
+            Some(profiler) => profiler.frame(encoder),
+            None => false,
+        };
+        if woke {
+            self.poller().wake(&self.device);
+        }
+    }
+
+    /// Ends the current frame, waits for every frame in flight and turns profiling off.
+    /// Returns everything measured since [`GpuContext::start_profiling`]. Blocks.
+    pub fn finish_profiling(&self) -> Result<Profile, GpuError> {
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profiler") });
+        self.profile_frame(&mut encoder);
+        self.queue.submit([encoder.finish()]);
+        // Map what the last frame resolved, then wait for all of it.
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profiler") });
+        self.profile_frame(&mut encoder);
+        self.queue.submit([encoder.finish()]);
+        let Some(mut profiler) = self.profiler_lock().take() else {
+            return Ok(Profile::default());
+        };
+        // Another thread (the poller) may be the one running the mapping callbacks: wait
+        // until every slot says it is readable.
+        let pending = |p: &Profiler| {
+            p.slots.iter().any(|s| s.state == SlotState::Mapping && !s.ready.load(Ordering::Acquire))
+        };
+        while pending(&profiler) {
+            self.wait_idle()?;
+            std::thread::yield_now();
+        }
+        profiler.collect_ready();
+        Ok(profiler.profile)
+    }
+}
