@@ -158,10 +158,36 @@ pub struct TrainBenchArgs {
     pub steps: u32,
     pub window: u32,
     pub max_resolution: u32,
+    pub splats: Option<usize>,
+    pub sh_degree: u32,
+    pub profile: bool,
+    pub json: Option<std::path::PathBuf>,
 }
 
+/// The stages of a step, in GPU order, as the kernels file their passes
+/// (`GpuContext::profile_stage`).
+const STAGES: [&str; 15] = [
+    "projection",
+    "depth sort",
+    "scan",
+    "emit",
+    "tile sort",
+    "tile ranges",
+    "rasterize forward",
+    "loss",
+    "rasterize backward",
+    "projection backward",
+    "mcmc",
+    "adam",
+    "densification",
+    "present",
+    "other",
+];
+
 /// `splatforge bench-train`: step time over a long run with densification off, per window
-/// of steps, to show that it does not drift upward (a leak of bookkeeping per step would).
+/// of steps, to show that it does not drift upward (a leak of bookkeeping per step would);
+/// with `--profile`, the GPU time of every pass from timestamp queries.
+#[expect(clippy::too_many_lines, reason = "one benchmark, printed top to bottom")]
 pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
     use splat_trainer::dataset::{LoadOptions, load_dataset};
     use splat_trainer::densify::{DefaultConfig, Strategy};
@@ -172,13 +198,19 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         &args.dataset,
         &LoadOptions { max_resolution: args.max_resolution, ..LoadOptions::default() },
     )?;
-    let points = data.init_points.clone().unwrap_or_else(|| data.random_points(20_000, 0));
-    let init = splats_from_points(&points, 1);
+    let points = match args.splats {
+        Some(n) => data.random_points(n, 0),
+        None => data.init_points.clone().unwrap_or_else(|| data.random_points(20_000, 0)),
+    };
+    let init = splats_from_points(&points, args.sh_degree);
     let ctx = pollster::block_on(GpuContext::new_headless())?;
+    let (width, height) =
+        data.views().fold((0, 0), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)));
     let config = TrainConfig {
         steps: args.steps,
-        sh_degree: 1,
-        sh_degree_interval: args.window,
+        sh_degree: args.sh_degree,
+        // The full degree from step 3 on: every window after the first times the same work.
+        sh_degree_interval: 1,
         strategy: Strategy::Default(DefaultConfig { start: u32::MAX, ..DefaultConfig::default() }),
         max_splats: u32::MAX,
         eval_every: 0,
@@ -189,19 +221,33 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
     };
     let mut trainer = Trainer::new(&ctx, std::sync::Arc::new(data), &init, config, Owner::Run(1))?;
     println!(
-        "adapter: {}, {} splats, densification off",
+        "adapter: {} ({:?}), {} splats, SH {}, images up to {width}×{height}, densification off",
         ctx.adapter_info.name,
-        trainer.splat_count()
+        ctx.adapter_info.device_type,
+        trainer.splat_count(),
+        args.sh_degree,
     );
+    // A few steps before timing: pipelines, first allocations, the SH degree rising.
+    let warm_up = 3.min(args.steps);
+    for _ in 0..warm_up {
+        trainer.step()?;
+    }
+    ctx.wait_idle()?;
+    if args.profile {
+        ctx.start_profiling()?;
+    }
     println!("{:>12} {:>12} {:>12}", "steps", "ms / step", "GPU bytes");
     let window = args.window.max(1);
     let mut windows = Vec::new();
-    let mut step = 0;
+    let mut step = warm_up;
+    let started = Instant::now();
     while step < args.steps {
         let start = Instant::now();
         let n = window.min(args.steps - step);
         for _ in 0..n {
             trainer.step()?;
+            // Nobody reads the losses here: taking them keeps the host queue empty.
+            while trainer.next_metrics().is_some() {}
         }
         let ms = start.elapsed().as_secs_f64() * 1e3 / f64::from(n);
         step += n;
@@ -212,10 +258,76 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         );
         windows.push(ms);
     }
-    // The first window includes pipeline warm-up and the SH degree change; compare the second
-    // with the last.
+    ctx.wait_idle()?;
+    let timed_steps = args.steps - warm_up;
+    let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+    let ms_per_step = wall_ms / f64::from(timed_steps.max(1));
+    println!("steps/s: {:.3} ({ms_per_step:.2} ms a step)", 1e3 / ms_per_step);
+    // The first window includes pipeline warm-up; compare the second with the last.
     if let (Some(second), Some(last)) = (windows.get(1), windows.last()) {
         println!("last window / second window: {:.3}", last / second);
     }
+    let mut report = serde_json::json!({
+        "adapter": ctx.adapter_info.name,
+        "device_type": format!("{:?}", ctx.adapter_info.device_type),
+        "dataset": args.dataset.display().to_string(),
+        "splats": trainer.splat_count(),
+        "sh_degree": args.sh_degree,
+        "width": width,
+        "height": height,
+        "steps": timed_steps,
+        "steps_per_second": 1e3 / ms_per_step,
+        "ms_per_step": ms_per_step,
+        "windows_ms_per_step": windows,
+    });
+    if args.profile {
+        let profile = ctx.finish_profiling()?;
+        let frames = &profile.frames;
+        let busy_ms = frames.iter().map(|f| f.total_ms()).sum::<f64>() / frames.len().max(1) as f64;
+        println!(
+            "per pass over {} steps (GPU ms; {} steps untimed):",
+            frames.len(),
+            profile.untimed_frames
+        );
+        println!("{:>22} {:>10} {:>10}", "pass", "median", "p90");
+        let mut passes = Vec::new();
+        for stage in STAGES {
+            if !frames.iter().any(|f| f.passes.iter().any(|p| p.stage == stage)) {
+                continue;
+            }
+            let mut ms: Vec<f64> = frames.iter().map(|f| f.stage_ms(stage)).collect();
+            let (median, p90) = (percentile(&mut ms, 0.5), percentile(&mut ms, 0.9));
+            println!("{stage:>22} {median:>10.3} {p90:>10.3}");
+            passes.push(serde_json::json!({"pass": stage, "median_ms": median, "p90_ms": p90}));
+        }
+        let busy = busy_ms / ms_per_step;
+        println!("{:>22} {busy_ms:>10.3}", "all passes (mean)");
+        // The step's one wait for the CPU: the intersection count read back before "emit".
+        let mut stall: Vec<f64> = frames.iter().filter_map(|f| f.gap_before_ms("emit")).collect();
+        let (stall_median, stall_p90) = (percentile(&mut stall, 0.5), percentile(&mut stall, 0.9));
+        println!("{:>22} {stall_median:>10.3} {stall_p90:>10.3}", "idle: count read-back");
+        println!("GPU-busy fraction: {busy:.3} (sum of pass times / wall time of a step)");
+        report["passes"] = passes.into();
+        report["gpu_ms_per_step"] = busy_ms.into();
+        report["gpu_busy_fraction"] = busy.into();
+        report["untimed_steps"] = profile.untimed_frames.into();
+        report["count_readback_idle_ms"] =
+            serde_json::json!({"median": stall_median, "p90": stall_p90});
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
     Ok(())
+}
+
+/// The `q` quantile (0..1) of `values`, nearest rank; 0 for none.
+fn percentile(values: &mut [f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((values.len() as f64 * q).ceil() as usize).clamp(1, values.len());
+    values[rank - 1]
 }

@@ -125,6 +125,8 @@ enum Command {
         steps: u32,
     },
     /// Step time per window over a long training run (densification off): it must not drift.
+    /// With --profile: GPU milliseconds per pass (median, p90), steps/s and the GPU-busy
+    /// fraction.
     BenchTrain {
         dataset: PathBuf,
         #[arg(long, default_value_t = 2000)]
@@ -133,6 +135,18 @@ enum Command {
         window: u32,
         #[arg(long, default_value_t = 64)]
         max_resolution: u32,
+        /// Start from this many random splats in the cameras' bounds (default: the dataset's
+        /// points, else 20,000 random ones).
+        #[arg(long)]
+        splats: Option<usize>,
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
+        sh_degree: u32,
+        /// Time every GPU pass with timestamp queries.
+        #[arg(long)]
+        profile: bool,
+        /// Write the figures as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
     /// Regenerate the built-in sample scene (assets/sample-scene.zip) from its definition.
     #[command(hide = true)]
@@ -213,9 +227,25 @@ fn main() -> ExitCode {
                 steps,
             })
         }
-        Command::BenchTrain { dataset, steps, window, max_resolution } => {
-            bench::run_train(&bench::TrainBenchArgs { dataset, steps, window, max_resolution })
-        }
+        Command::BenchTrain {
+            dataset,
+            steps,
+            window,
+            max_resolution,
+            splats,
+            sh_degree,
+            profile,
+            json,
+        } => bench::run_train(&bench::TrainBenchArgs {
+            dataset,
+            steps,
+            window,
+            max_resolution,
+            splats,
+            sh_degree,
+            profile,
+            json,
+        }),
         Command::BenchRender { splats, sizes, sh_degree, runs } => {
             bench::run(&bench::BenchArgs { splats, sizes, sh_degree, runs: runs.max(1) })
         }

@@ -16,7 +16,7 @@ use splat_trainer::formats::Loaded;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::render::GpuContext;
 use splat_trainer::task::{Command, Event, TaskHandle, write_atomically};
-use splat_trainer::train::{EvalStats, LearningRates, TrainConfig};
+use splat_trainer::train::{EvalStats, LearningRates, StepMetrics, TrainConfig};
 use splatforge::human_bytes;
 
 pub struct TrainArgs {
@@ -104,6 +104,7 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
     let mut gpu = 0_u64;
     let mut start = Instant::now();
     let mut first_step = None;
+    let mut latest = None;
     let checkpoint = out.join("checkpoint.ckpt");
     loop {
         let Some(event) = task.event_timeout(Duration::from_secs(1)) else { continue };
@@ -130,17 +131,16 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                 if args.checkpoint_every > 0 && stats.step % args.checkpoint_every == 0 {
                     task.send(Command::SaveCheckpoint { path: checkpoint.clone() })?;
                 }
+                let loss = latest.map_or_else(String::new, |m: StepMetrics| {
+                    format!("loss {:.4} | train PSNR {:.2} | ", m.loss, m.train_psnr)
+                });
                 progress.update(
                     stats.step,
-                    &format!(
-                        "loss {:.4} | train PSNR {:.2} | {} splats | GPU {}",
-                        stats.loss,
-                        stats.train_psnr,
-                        stats.splats,
-                        human_bytes(gpu)
-                    ),
+                    &format!("{loss}{} splats | GPU {}", stats.splats, human_bytes(gpu)),
                 );
             }
+            // A step's loss comes back a step or so after the step.
+            Event::Metrics(m) => latest = Some(m),
             Event::Prediction { peak_bytes, budget_bytes, max_splats } => {
                 progress.println(&format!(
                     "predicted peak GPU memory {} for up to {max_splats} splats (budget {})",
@@ -159,7 +159,7 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                 }));
                 let ply = out.join("splats.ply");
                 task.send(Command::Export { path: ply.clone() })?;
-                let splats = wait_for_export(task)?;
+                let written = wait_for_export(task)?;
                 let steps_run = step - first_step.unwrap_or(1) + 1;
                 let metrics = json!({
                     "steps": step,
@@ -167,7 +167,7 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                     "steps_per_second": f64::from(steps_run) / seconds,
                     "final_psnr": last.map(|e| e.psnr),
                     "final_ssim": last.map(|e| e.ssim),
-                    "splats": splats,
+                    "splats": written,
                     "peak_gpu_bytes": peak,
                     "eval": evals.iter().map(|e| json!({"step": e.step, "psnr": e.psnr, "ssim": e.ssim})).collect::<Vec<_>>(),
                 });

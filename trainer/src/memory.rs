@@ -158,6 +158,9 @@ pub struct RunShape {
     /// averaged over the splats of that frame). [`DEFAULT_INTERSECTIONS_PER_SPLAT`] or
     /// [`measure_intersections_per_splat`].
     pub intersections_per_splat: f32,
+    /// Bytes of the dataset's images when the run keeps them all on the GPU
+    /// (`ImagePlacement::Resident`); 0 when it streams them through two image buffers.
+    pub resident_images: u64,
 }
 
 impl RunShape {
@@ -171,14 +174,24 @@ impl RunShape {
             width,
             height,
             intersections_per_splat: DEFAULT_INTERSECTIONS_PER_SPLAT,
+            resident_images: 0,
         }
     }
 
-    /// A run of up to `splats` splats on `dataset` (its largest view).
+    /// A run of up to `splats` splats on `dataset` (its largest view), its images on the GPU.
     #[must_use]
     pub fn for_dataset(dataset: &Dataset, splats: u64, sh_degree: u32) -> Self {
         let (width, height) = largest_image(dataset);
-        Self::new(splats, sh_degree, width, height)
+        Self {
+            resident_images: crate::train::resident_image_bytes(dataset),
+            ..Self::new(splats, sh_degree, width, height)
+        }
+    }
+
+    /// The same run streaming its images (two image buffers on the GPU).
+    #[must_use]
+    pub fn streamed(self) -> Self {
+        Self { resident_images: 0, ..self }
     }
 
     /// The same run with another splat count.
@@ -255,7 +268,9 @@ impl MemoryModel {
 
         // The rest of a step's scratch (train.rs `StepScratch`, loss/mod.rs `LossScratch`).
         tally.add(Category::RasterizerScratch, pixels * 16); // v_image
-        tally.add(Category::DatasetImages, 2 * pixels * 4); // two RGBA8 targets
+        // Every view's RGBA8 image, or the two a streamed run keeps.
+        let images = if shape.resident_images > 0 { shape.resident_images } else { 2 * pixels * 4 };
+        tally.add(Category::DatasetImages, images);
         tally.add(Category::RasterizerScratch, pixels * LOSS_MAPS_BYTES_PER_PIXEL);
         tally.add(Category::RasterizerScratch, tiles * 16); // per-tile sums
         tally.add(Category::Other, tiles * 16 + LOSS_PARAMS_BYTES); // their readback, params

@@ -10,15 +10,20 @@
 //! bytes for the run's owner (an error event names what is left) → only then read the next
 //! dataset or init.
 //!
-//! Why a thread and not an async task: every step blocks on the GPU (two read-backs), and
-//! `device.poll` must not run on an executor thread; a dedicated thread that steps between
-//! commands is the simplest owner. Pause takes effect before the next step starts.
+//! The task is async: one named thread runs a current-thread tokio runtime whose only task is
+//! this one. It never polls the device itself: GPU read-backs are awaited, and the context's
+//! `gpu-poller` thread resolves them. Each step begins by submitting its projection and then
+//! waits, in one `select!`, for either the step's intersection count (the step's one wait for
+//! the GPU) or a command; a command wins and the step is abandoned (it had changed nothing), so
+//! Pause, Stop and New run land within one step however long a step takes.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
+use tokio::sync::mpsc::{Receiver, Sender, channel};
 
 use splat_formats::{PointCloud, Splats, ply, spz};
 use splat_render::{GpuContext, GpuSplats, LedgerSnapshot, Owner};
@@ -28,7 +33,10 @@ use crate::dataset::{Dataset, LoadOptions, load_dataset};
 use crate::densify::Strategy;
 use crate::init::upload_from_points;
 use crate::memory::{MemoryModel, RunShape};
-use crate::train::{EvalStats, StepStats, TrainConfig, TrainKernels, Trainer};
+use crate::train::{
+    EvalStats, ImagePlacement, StepMetrics, StepStats, TrainConfig, TrainKernels, Trainer,
+    resident_image_bytes,
+};
 
 /// Commands waiting for the task at most; a full queue is an error for the sender, never a
 /// wait.
@@ -161,6 +169,8 @@ pub enum Event {
         steps: u32,
     },
     Step(StepStats),
+    /// A step's loss, read back a step or so after the step (see `Trainer::next_metrics`).
+    Metrics(StepMetrics),
     Eval(EvalStats),
     /// The run reached its planned steps (it stays, paused: export it or extend it).
     Finished {
@@ -199,8 +209,9 @@ pub type Notify = Arc<dyn Fn() + Send + Sync>;
 /// The sending side, held by the UI or the command line.
 #[derive(Debug)]
 pub struct TaskHandle {
-    commands: SyncSender<Command>,
-    events: Receiver<Event>,
+    commands: Sender<Command>,
+    /// Behind a mutex so that reading events needs only `&self` (one reader at a time).
+    events: Mutex<Receiver<Event>>,
     viewer: ViewerSlot,
     thread: Option<JoinHandle<()>>,
 }
@@ -215,15 +226,20 @@ impl TaskHandle {
     /// for a repaint there, so it wakes exactly when there is news). `notify` runs on the
     /// trainer thread: keep it short and non-blocking.
     pub fn spawn_with_notify(ctx: GpuContext, notify: Notify) -> Result<Self, TaskError> {
-        let (commands, command_rx) = sync_channel(COMMAND_CAPACITY);
-        let (event_tx, events) = sync_channel(EVENT_CAPACITY);
+        let (commands, command_rx) = channel(COMMAND_CAPACITY);
+        let (event_tx, events) = channel(EVENT_CAPACITY);
         let viewer = ViewerSlot::default();
         let slot = viewer.clone();
+        // No I/O or timer drivers: the task only awaits channels and the GPU's callbacks.
+        let runtime =
+            tokio::runtime::Builder::new_current_thread().build().map_err(TaskError::Spawn)?;
         let thread = std::thread::Builder::new()
             .name("splat-trainer".into())
-            .spawn(move || Task::new(ctx, command_rx, event_tx, slot, notify).run())
+            .spawn(move || {
+                runtime.block_on(Task::new(ctx, command_rx, event_tx, slot, notify).run());
+            })
             .map_err(TaskError::Spawn)?;
-        Ok(Self { commands, events, viewer, thread: Some(thread) })
+        Ok(Self { commands, events: Mutex::new(events), viewer, thread: Some(thread) })
     }
 
     /// The latest-splats slot for a viewer.
@@ -236,20 +252,37 @@ impl TaskHandle {
     pub fn send(&self, command: Command) -> Result<(), TaskError> {
         self.commands.try_send(command).map_err(|e| match e {
             TrySendError::Full(_) => TaskError::Busy,
-            TrySendError::Disconnected(_) => TaskError::Stopped,
+            TrySendError::Closed(_) => TaskError::Stopped,
         })
+    }
+
+    fn receiver(&self) -> std::sync::MutexGuard<'_, Receiver<Event>> {
+        self.events.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The next event, if one is waiting.
     #[must_use]
     pub fn try_event(&self) -> Option<Event> {
-        self.events.try_recv().ok()
+        self.receiver().try_recv().ok()
     }
 
-    /// The next event, waiting at most `timeout`.
+    /// The next event, waiting at most `timeout` (for the command line and tests; a UI uses
+    /// [`TaskHandle::try_event`] and the notify hook). Checks every millisecond.
     #[must_use]
     pub fn event_timeout(&self, timeout: Duration) -> Option<Event> {
-        self.events.recv_timeout(timeout).ok()
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.receiver().try_recv() {
+                Ok(event) => return Some(event),
+                Err(TryRecvError::Disconnected) => return None,
+                Err(TryRecvError::Empty) => {}
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            std::thread::sleep((deadline - now).min(Duration::from_millis(1)));
+        }
     }
 
     /// Sends `Shutdown` and waits for the thread to end (after its teardown).
@@ -263,7 +296,7 @@ impl TaskHandle {
             let _ = self.commands.try_send(Command::Shutdown);
             // Drain events so a task waiting for room can finish.
             while !thread.is_finished() {
-                while self.events.try_recv().is_ok() {}
+                while self.receiver().try_recv().is_ok() {}
                 std::thread::sleep(Duration::from_millis(1));
             }
             if thread.join().is_err() {
@@ -283,7 +316,7 @@ impl Drop for TaskHandle {
 struct Task {
     ctx: GpuContext,
     commands: Receiver<Command>,
-    events: SyncSender<Event>,
+    events: Sender<Event>,
     notify: Notify,
     receiver_gone: bool,
     viewer: ViewerSlot,
@@ -304,7 +337,7 @@ impl Task {
     fn new(
         ctx: GpuContext,
         commands: Receiver<Command>,
-        events: SyncSender<Event>,
+        events: Sender<Event>,
         viewer: ViewerSlot,
         notify: Notify,
     ) -> Self {
@@ -327,29 +360,49 @@ impl Task {
         }
     }
 
-    fn run(mut self) {
-        self.emit(Event::State(TaskState::Empty));
+    async fn run(mut self) {
+        self.emit(Event::State(TaskState::Empty)).await;
         loop {
             let command = if self.state == TaskState::Training {
-                match self.commands.try_recv() {
-                    Ok(command) => Some(command),
-                    Err(std::sync::mpsc::TryRecvError::Empty) => None,
-                    Err(std::sync::mpsc::TryRecvError::Disconnected) => Some(Command::Shutdown),
+                match self.step_or_command().await {
+                    Some(command) => command,
+                    None => continue,
                 }
             } else {
-                match self.commands.recv_timeout(Duration::from_millis(200)) {
-                    Ok(command) => Some(command),
-                    Err(RecvTimeoutError::Timeout) => continue,
-                    Err(RecvTimeoutError::Disconnected) => Some(Command::Shutdown),
-                }
+                self.commands.recv().await
             };
             match command {
-                Some(Command::Shutdown) => {
-                    self.teardown();
+                None | Some(Command::Shutdown) => {
+                    self.teardown().await;
                     return;
                 }
-                Some(command) => self.handle(command),
-                None => self.train_one_step(),
+                Some(command) => self.handle(command).await,
+            }
+        }
+    }
+
+    /// Begins a step, then waits for whichever comes first: the step's intersection count
+    /// (the step then finishes: `None`) or a command (the step is abandoned — it had changed
+    /// nothing — and the command returned; `Some(None)` when every sender is gone).
+    async fn step_or_command(&mut self) -> Option<Option<Command>> {
+        let Some(trainer) = self.trainer.as_mut() else {
+            self.set_state(TaskState::Ready).await;
+            return None;
+        };
+        if let Err(e) = trainer.begin_step() {
+            self.fail_run(&format!("training step failed: {e}")).await;
+            return None;
+        }
+        let counted = tokio::select! {
+            biased;
+            command = self.commands.recv() => Err(command),
+            count = trainer.intersections() => Ok(count),
+        };
+        match counted {
+            Err(command) => Some(command),
+            Ok(count) => {
+                self.finish_step(count).await;
+                None
             }
         }
     }
@@ -357,18 +410,18 @@ impl Task {
     /// Sends an event. Progress and memory events are dropped when the receiver is behind;
     /// others wait for room. A receiver that is gone is noted once; the task goes on (the
     /// command line may stop listening before it sends Shutdown).
-    fn emit(&mut self, event: Event) {
+    async fn emit(&mut self, event: Event) {
         if self.receiver_gone {
             return;
         }
-        let droppable = matches!(event, Event::Step(_) | Event::Memory(_));
+        let droppable = matches!(event, Event::Step(_) | Event::Metrics(_) | Event::Memory(_));
         let result = if droppable {
             match self.events.try_send(event) {
                 Ok(()) | Err(TrySendError::Full(_)) => Ok(()),
-                Err(TrySendError::Disconnected(_)) => Err(()),
+                Err(TrySendError::Closed(_)) => Err(()),
             }
         } else {
-            self.events.send(event).map_err(|_| ())
+            self.events.send(event).await.map_err(|_| ())
         };
         if result.is_err() {
             log::warn!("nobody receives the trainer's events any more");
@@ -378,91 +431,95 @@ impl Task {
         }
     }
 
-    fn set_state(&mut self, state: TaskState) {
+    async fn set_state(&mut self, state: TaskState) {
         if self.state != state {
             self.state = state;
-            self.emit(Event::State(state));
+            self.emit(Event::State(state)).await;
         }
     }
 
-    fn warn(&mut self, message: impl Into<String>) {
-        self.emit(Event::Warning(message.into()));
+    async fn warn(&mut self, message: impl Into<String>) {
+        self.emit(Event::Warning(message.into())).await;
     }
 
-    fn error(&mut self, message: impl Into<String>) {
-        self.emit(Event::Error(message.into()));
+    async fn error(&mut self, message: impl Into<String>) {
+        self.emit(Event::Error(message.into())).await;
     }
 
-    fn memory(&mut self) {
+    async fn memory(&mut self) {
         let snapshot = self.ctx.ledger().snapshot();
-        self.emit(Event::Memory(snapshot));
+        self.emit(Event::Memory(snapshot)).await;
     }
 
-    fn handle(&mut self, command: Command) {
+    async fn handle(&mut self, command: Command) {
         match command {
-            Command::LoadDataset { path, options } => self.load_dataset(&path, &options),
-            Command::LoadInit { path } => self.load_init(&path),
+            Command::LoadDataset { path, options } => self.load_dataset(&path, &options).await,
+            Command::LoadInit { path } => self.load_init(&path).await,
             Command::Start { config } => {
                 if self.state == TaskState::Ready {
-                    self.start(&config);
+                    self.start(&config).await;
                 } else {
-                    self.warn(format!("cannot start a run while {:?}", self.state));
+                    self.warn(format!("cannot start a run while {:?}", self.state)).await;
                 }
             }
             Command::NewRun { config } => {
                 match (self.state, config.or_else(|| self.last_config.clone())) {
                     (TaskState::Ready | TaskState::Training | TaskState::Paused, Some(config)) => {
-                        self.teardown();
-                        self.start(&config);
+                        self.teardown().await;
+                        self.start(&config).await;
                     }
                     (TaskState::Ready | TaskState::Training | TaskState::Paused, None) => {
-                        self.warn("no settings for a new run: start one first");
+                        self.warn("no settings for a new run: start one first").await;
                     }
-                    (state, _) => self.warn(format!("cannot start a new run while {state:?}")),
+                    (state, _) => self.warn(format!("cannot start a new run while {state:?}")).await,
                 }
             }
             Command::Pause => match self.trainer.as_mut() {
-                Some(trainer) if self.state == TaskState::Training => match trainer.pause() {
+                Some(trainer) if self.state == TaskState::Training => match trainer
+                    .pause_async()
+                    .await
+                {
                     Ok(()) => {
-                        self.set_state(TaskState::Paused);
-                        self.refresh_viewer();
-                        self.memory();
+                        self.emit_metrics().await;
+                        self.set_state(TaskState::Paused).await;
+                        self.refresh_viewer().await;
+                        self.memory().await;
                     }
-                    Err(e) => self.fail_run(&format!("pause failed: {e}")),
+                    Err(e) => self.fail_run(&format!("pause failed: {e}")).await,
                 },
-                _ => self.warn(format!("nothing to pause while {:?}", self.state)),
+                _ => self.warn(format!("nothing to pause while {:?}", self.state)).await,
             },
-            Command::Resume => self.resume(),
+            Command::Resume => self.resume().await,
             Command::Stop => {
                 if matches!(self.state, TaskState::Training | TaskState::Paused) {
-                    self.teardown();
-                    self.set_state(TaskState::Ready);
+                    self.teardown().await;
+                    self.set_state(TaskState::Ready).await;
                 } else {
-                    self.warn(format!("nothing to stop while {:?}", self.state));
+                    self.warn(format!("nothing to stop while {:?}", self.state)).await;
                 }
             }
             Command::SetSteps { steps } => match self.trainer.as_mut() {
                 Some(trainer) => trainer.set_planned_steps(steps),
-                None => self.warn("no run to extend"),
+                None => self.warn("no run to extend").await,
             },
-            Command::Export { path } => self.export(&path),
-            Command::SaveCheckpoint { path } => self.save_checkpoint(&path),
-            Command::LoadCheckpoint { path } => self.load_checkpoint(&path),
-            Command::Ping { id } => self.emit(Event::Pong { id }),
+            Command::Export { path } => self.export(&path).await,
+            Command::SaveCheckpoint { path } => self.save_checkpoint(&path).await,
+            Command::LoadCheckpoint { path } => self.load_checkpoint(&path).await,
+            Command::Ping { id } => self.emit(Event::Pong { id }).await,
             Command::SetMemoryBudget { bytes } => self.memory_budget = bytes,
             Command::Shutdown => {}
         }
     }
 
-    fn load_dataset(&mut self, path: &Path, options: &LoadOptions) {
-        self.teardown();
+    async fn load_dataset(&mut self, path: &Path, options: &LoadOptions) {
+        self.teardown().await;
         self.dataset = None;
         self.init = None;
-        self.set_state(TaskState::Loading);
+        self.set_state(TaskState::Loading).await;
         match load_dataset(path, options) {
             Ok(dataset) => {
                 for warning in &dataset.warnings {
-                    self.warn(warning.clone());
+                    self.warn(warning.clone()).await;
                 }
                 let dataset = Arc::new(dataset);
                 self.emit(Event::DatasetLoaded {
@@ -471,20 +528,20 @@ impl Task {
                     eval: dataset.eval.len(),
                     init_points: dataset.init_points.as_ref().map_or(0, PointCloud::len),
                     dataset: SharedDataset(Arc::clone(&dataset)),
-                });
+                }).await;
                 self.dataset = Some(dataset);
-                self.set_state(TaskState::Ready);
+                self.set_state(TaskState::Ready).await;
             }
             Err(e) => {
-                self.error(format!("cannot load dataset: {e}"));
-                self.set_state(TaskState::Empty);
+                self.error(format!("cannot load dataset: {e}")).await;
+                self.set_state(TaskState::Empty).await;
             }
         }
     }
 
-    fn load_init(&mut self, path: &Path) {
+    async fn load_init(&mut self, path: &Path) {
         if self.dataset.is_none() {
-            self.warn("load a dataset before its init.ply");
+            self.warn("load a dataset before its init.ply").await;
             return;
         }
         // Only the header now (is it a point cloud at all?): the points are read when a run
@@ -503,10 +560,10 @@ impl Task {
             Ok(()) => {
                 self.init = Some(path.to_path_buf());
                 if self.trainer.is_some() {
-                    self.warn("the new init.ply is used from the next run on");
+                    self.warn("the new init.ply is used from the next run on").await;
                 }
             }
-            Err(e) => self.error(format!("cannot use init.ply: {e}")),
+            Err(e) => self.error(format!("cannot use init.ply: {e}")).await,
         }
     }
 
@@ -534,16 +591,17 @@ impl Task {
         Ok(keep_at_most(cloud, config.max_splats as usize))
     }
 
-    fn start(&mut self, config: &TrainConfig) {
+    async fn start(&mut self, config: &TrainConfig) {
         let Some(dataset) = self.dataset.clone() else {
-            self.warn("load a dataset first");
+            self.warn("load a dataset first").await;
             return;
         };
-        let config = &self.fit_budget(&dataset, config);
+        let (config, placement) = self.fit_budget(&dataset, config).await;
+        let config = &config;
         let points = match self.initial_points(&dataset, config) {
             Ok(points) => points,
             Err(e) => {
-                self.error(format!("cannot start the run: {e}"));
+                self.error(format!("cannot start the run: {e}")).await;
                 return;
             }
         };
@@ -560,6 +618,7 @@ impl Task {
                     dataset,
                     splats,
                     config.clone(),
+                    placement,
                     owner,
                 )
             });
@@ -569,34 +628,44 @@ impl Task {
                     run: self.next_run - 1,
                     splats: trainer.splat_count(),
                     steps: config.steps,
-                });
+                }).await;
                 self.trainer = Some(trainer);
                 self.run_started = Instant::now();
-                self.set_state(TaskState::Training);
-                self.memory();
+                self.set_state(TaskState::Training).await;
+                self.memory().await;
             }
             Err(e) => {
-                self.error(format!("cannot start the run: {e}"));
-                self.check_freed(owner);
-                self.set_state(TaskState::Ready);
+                self.error(format!("cannot start the run: {e}")).await;
+                self.check_freed(owner).await;
+                self.set_state(TaskState::Ready).await;
             }
         }
     }
 
     /// Predicts the run's peak GPU memory and lowers its splat cap to fit the budget (and the
-    /// device's binding limits).
-    fn fit_budget(&mut self, dataset: &Dataset, config: &TrainConfig) -> TrainConfig {
+    /// device's binding limits). The dataset's images stay on the GPU for the whole run unless
+    /// that would lower the splat cap; then they are streamed (splats come first).
+    async fn fit_budget(
+        &mut self,
+        dataset: &Dataset,
+        config: &TrainConfig,
+    ) -> (TrainConfig, ImagePlacement) {
         let model = MemoryModel::default();
-        let shape = RunShape::for_dataset(dataset, u64::from(config.max_splats), config.sh_degree);
-        let fits = model
-            .max_splats_for_budget(self.memory_budget, &shape)
-            .min(model.max_splats_for_limits(&self.ctx.device.limits(), &shape));
-        let max_splats = u32::try_from(fits).unwrap_or(u32::MAX).min(config.max_splats).max(1);
+        let (shape, placement, max_splats) = self.plan_run(&model, dataset, config);
+        if placement == ImagePlacement::Streamed {
+            self.warn(format!(
+                "the dataset's images ({} bytes) do not fit the memory budget beside the splats: \
+                 they are streamed to the GPU one step ahead",
+                resident_image_bytes(dataset)
+            ))
+            .await;
+        }
         if max_splats < config.max_splats {
             self.warn(format!(
                 "max splats {}: does not fit the memory budget of {} bytes, capped at {max_splats}",
                 config.max_splats, self.memory_budget
-            ));
+            ))
+            .await;
         }
         let mut config = config.clone();
         config.max_splats = max_splats;
@@ -608,93 +677,136 @@ impl Task {
             peak_bytes: peak,
             budget_bytes: self.memory_budget,
             max_splats,
-        });
-        config
+        })
+        .await;
+        (config, placement)
     }
 
-    fn resume(&mut self) {
+    /// The run's shape, where its images live and its splat cap under the budget and the
+    /// device's binding limits. The images stay on the GPU unless that lowers the cap.
+    fn plan_run(
+        &self,
+        model: &MemoryModel,
+        dataset: &Dataset,
+        config: &TrainConfig,
+    ) -> (RunShape, ImagePlacement, u32) {
+        let limits = self.ctx.device.limits();
+        let fit = |shape: &RunShape| {
+            let fits = model
+                .max_splats_for_budget(self.memory_budget, shape)
+                .min(model.max_splats_for_limits(&limits, shape));
+            u32::try_from(fits).unwrap_or(u32::MAX).min(config.max_splats).max(1)
+        };
+        let resident =
+            RunShape::for_dataset(dataset, u64::from(config.max_splats), config.sh_degree);
+        let streamed = resident.streamed();
+        match (fit(&resident), fit(&streamed)) {
+            (with_images, without) if with_images >= without => {
+                (resident, ImagePlacement::Resident, with_images)
+            }
+            (_, without) => (streamed, ImagePlacement::Streamed, without),
+        }
+    }
+
+    async fn resume(&mut self) {
         let Some(trainer) = self.trainer.as_mut() else {
-            self.warn(format!("nothing to resume while {:?}", self.state));
+            self.warn(format!("nothing to resume while {:?}", self.state)).await;
             return;
         };
         if self.state != TaskState::Paused {
-            self.warn(format!("nothing to resume while {:?}", self.state));
+            self.warn(format!("nothing to resume while {:?}", self.state)).await;
             return;
         }
         if trainer.step_count() >= trainer.config().steps {
-            self.warn("the run has reached its planned steps: extend it first (SetSteps)");
+            self.warn("the run has reached its planned steps: extend it first (SetSteps)").await;
             return;
         }
         match trainer.resume() {
             Ok(()) => {
-                self.set_state(TaskState::Training);
-                self.memory();
+                self.set_state(TaskState::Training).await;
+                self.memory().await;
             }
-            Err(e) => self.fail_run(&format!("resume failed: {e}")),
+            Err(e) => self.fail_run(&format!("resume failed: {e}")).await,
         }
     }
 
-    fn train_one_step(&mut self) {
+    /// Finishes the step begun, for its intersection count, and reports it.
+    async fn finish_step(&mut self, intersections: Result<u32, splat_render::GpuError>) {
         let Some(trainer) = self.trainer.as_mut() else {
-            self.set_state(TaskState::Ready);
+            self.set_state(TaskState::Ready).await;
             return;
         };
-        let result = trainer.step();
+        let result = match intersections {
+            Ok(count) => trainer.finish_step(count).await,
+            Err(e) => Err(e),
+        };
         let eval_every = trainer.config().eval_every;
         let planned = trainer.config().steps;
-        match result {
-            Ok(stats) => {
-                let eval =
-                    (eval_every > 0 && stats.step % eval_every == 0) || stats.step >= planned;
-                let eval = if eval { Some(trainer.evaluate()) } else { None };
-                self.emit(Event::Step(stats));
-                match eval {
-                    Some(Ok(eval)) => self.emit(Event::Eval(eval)),
-                    Some(Err(e)) => self.warn(format!("evaluation failed: {e}")),
-                    None => {}
-                }
-                if stats.step % VIEWER_EVERY == 0 || stats.step == 1 || stats.step >= planned {
-                    self.refresh_viewer();
-                }
-                if stats.step % MEMORY_EVERY == 0 || stats.refine.is_some() {
-                    self.memory();
-                }
-                for error in self.ctx.take_uncaptured_errors() {
-                    // The device may be shared with a window: its surface's errors (such as a
-                    // reconfigure that timed out while a step kept the GPU busy, which the
-                    // window retries) are not the run's.
-                    if error.contains("Surface::") {
-                        self.warn(format!("window surface: {error}"));
-                    } else {
-                        self.error(format!("GPU error: {error}"));
-                    }
-                }
-                if stats.step >= planned {
-                    self.emit(Event::Finished { step: stats.step });
-                    if let Some(trainer) = self.trainer.as_mut()
-                        && let Err(e) = trainer.pause()
-                    {
-                        self.fail_run(&format!("pause failed: {e}"));
-                        return;
-                    }
-                    self.set_state(TaskState::Paused);
-                    self.memory();
-                }
+        let stats = match result {
+            Ok(stats) => stats,
+            Err(e) => {
+                self.fail_run(&format!("training step failed: {e}")).await;
+                return;
             }
-            Err(e) => self.fail_run(&format!("training step failed: {e}")),
+        };
+        let eval = (eval_every > 0 && stats.step % eval_every == 0) || stats.step >= planned;
+        let eval = if eval { Some(trainer.evaluate_async().await) } else { None };
+        self.emit(Event::Step(stats)).await;
+        self.emit_metrics().await;
+        match eval {
+            Some(Ok(eval)) => self.emit(Event::Eval(eval)).await,
+            Some(Err(e)) => self.warn(format!("evaluation failed: {e}")).await,
+            None => {}
+        }
+        if stats.step % VIEWER_EVERY == 0 || stats.step == 1 || stats.step >= planned {
+            self.refresh_viewer().await;
+        }
+        if stats.step % MEMORY_EVERY == 0 || stats.refine.is_some() {
+            self.memory().await;
+        }
+        for error in self.ctx.take_uncaptured_errors() {
+            // The device may be shared with a window: its surface's errors (such as a
+            // reconfigure that timed out while a step kept the GPU busy, which the window
+            // retries) are not the run's.
+            if error.contains("Surface::") {
+                self.warn(format!("window surface: {error}")).await;
+            } else {
+                self.error(format!("GPU error: {error}")).await;
+            }
+        }
+        if stats.step >= planned {
+            if let Some(trainer) = self.trainer.as_mut()
+                && let Err(e) = trainer.pause_async().await
+            {
+                self.fail_run(&format!("pause failed: {e}")).await;
+                return;
+            }
+            // Paused: every loss of the run has come back.
+            self.emit_metrics().await;
+            self.emit(Event::Finished { step: stats.step }).await;
+            self.set_state(TaskState::Paused).await;
+            self.memory().await;
+        }
+    }
+
+    /// Sends the step losses the trainer has read back since the last call (dropped, like
+    /// progress, when the receiver is behind).
+    async fn emit_metrics(&mut self) {
+        while let Some(metrics) = self.trainer.as_mut().and_then(Trainer::next_metrics) {
+            self.emit(Event::Metrics(metrics)).await;
         }
     }
 
     /// A GPU error in the run: report it, free the run, stay usable.
-    fn fail_run(&mut self, message: &str) {
-        self.error(message);
-        self.teardown();
-        self.set_state(if self.dataset.is_some() { TaskState::Ready } else { TaskState::Empty });
+    async fn fail_run(&mut self, message: &str) {
+        self.error(message).await;
+        self.teardown().await;
+        self.set_state(if self.dataset.is_some() { TaskState::Ready } else { TaskState::Empty }).await;
     }
 
     /// Copies the current run's splats into the viewer slot, reusing the slot's buffers when
     /// the viewer is not holding them and the shape is unchanged.
-    fn refresh_viewer(&mut self) {
+    async fn refresh_viewer(&mut self) {
         let Some(trainer) = self.trainer.as_ref() else { return };
         let Some(source) = trainer.gpu_splats() else { return };
         let run = match trainer.owner() {
@@ -718,7 +830,7 @@ impl Task {
             match source.duplicate(&self.ctx, Owner::Viewer) {
                 Ok(copy) => Some(ViewerSplats { run, step, splats: Arc::new(copy) }),
                 Err(e) => {
-                    self.warn(format!("the viewer copy failed: {e}"));
+                    self.warn(format!("the viewer copy failed: {e}")).await;
                     None
                 }
             }
@@ -727,19 +839,19 @@ impl Task {
     }
 
     /// Drops the run and checks that its owner holds nothing afterwards.
-    fn teardown(&mut self) {
+    async fn teardown(&mut self) {
         self.viewer.set(None);
         if let Some(trainer) = self.trainer.take() {
             let owner = trainer.owner();
             drop(trainer);
-            self.check_freed(owner);
-            self.memory();
+            self.check_freed(owner).await;
+            self.memory().await;
         }
     }
 
-    fn check_freed(&mut self, owner: Owner) {
-        if let Err(e) = self.ctx.wait_idle() {
-            self.error(format!("waiting for the GPU failed: {e}"));
+    async fn check_freed(&mut self, owner: Owner) {
+        if let Err(e) = self.ctx.idle().await {
+            self.error(format!("waiting for the GPU failed: {e}")).await;
         }
         let left = self.ctx.ledger().owner_bytes(owner);
         if left != 0 {
@@ -752,27 +864,27 @@ impl Task {
                 .filter(|a| a.owner == owner)
                 .map(|a| format!("{} ({} bytes)", a.label, a.bytes))
                 .collect();
-            self.error(format!("{owner} left {left} bytes on the GPU: {}", what.join(", ")));
+            self.error(format!("{owner} left {left} bytes on the GPU: {}", what.join(", "))).await;
         }
     }
 
-    fn export(&mut self, path: &Path) {
+    async fn export(&mut self, path: &Path) {
         let Some(trainer) = self.trainer.as_ref() else {
-            self.warn("nothing to export: no run");
+            self.warn("nothing to export: no run").await;
             return;
         };
         let result = create_parent(path)
             .and_then(|()| trainer.splats().map_err(|e| e.to_string()))
             .and_then(|splats| write_splats(path, &splats));
         match result {
-            Ok(()) => self.emit(Event::Exported(path.to_path_buf())),
-            Err(e) => self.error(format!("export failed: {e}")),
+            Ok(()) => self.emit(Event::Exported(path.to_path_buf())).await,
+            Err(e) => self.error(format!("export failed: {e}")).await,
         }
     }
 
-    fn save_checkpoint(&mut self, path: &Path) {
+    async fn save_checkpoint(&mut self, path: &Path) {
         let (Some(trainer), Some(dataset)) = (self.trainer.as_ref(), self.dataset.as_ref()) else {
-            self.warn("nothing to checkpoint: no run");
+            self.warn("nothing to checkpoint: no run").await;
             return;
         };
         let result = create_parent(path)
@@ -783,20 +895,20 @@ impl Task {
                 checkpoint::save(path, &checkpoint).map_err(|e| e.to_string())
             });
         match result {
-            Ok(()) => self.emit(Event::CheckpointSaved(path.to_path_buf())),
-            Err(e) => self.error(format!("saving the checkpoint failed: {e}")),
+            Ok(()) => self.emit(Event::CheckpointSaved(path.to_path_buf())).await,
+            Err(e) => self.error(format!("saving the checkpoint failed: {e}")).await,
         }
     }
 
-    fn load_checkpoint(&mut self, path: &Path) {
+    async fn load_checkpoint(&mut self, path: &Path) {
         let Some(dataset) = self.dataset.clone() else {
-            self.warn("load the checkpoint's dataset first");
+            self.warn("load the checkpoint's dataset first").await;
             return;
         };
         let checkpoint = match checkpoint::load(path) {
             Ok(checkpoint) => checkpoint,
             Err(e) => {
-                self.error(format!("cannot load checkpoint: {e}"));
+                self.error(format!("cannot load checkpoint: {e}")).await;
                 return;
             }
         };
@@ -807,41 +919,44 @@ impl Task {
                 path.display(),
                 checkpoint.dataset.path,
                 here.path
-            ));
+            )).await;
             return;
         }
-        self.teardown();
+        self.teardown().await;
         let owner = Owner::Run(self.next_run);
         self.next_run += 1;
         let config = checkpoint.snapshot.config.clone();
+        let (_, placement, _) =
+            self.plan_run(&MemoryModel::default(), &dataset, &checkpoint.snapshot.config);
         match Trainer::from_snapshot_with(
             Arc::clone(&self.kernels),
             &self.ctx,
             dataset,
             checkpoint.snapshot,
+            placement,
             owner,
         ) {
             Ok(mut trainer) => {
                 self.last_config = Some(config);
-                let paused = trainer.pause();
+                let paused = trainer.pause_async().await;
                 self.emit(Event::RunStarted {
                     run: self.next_run - 1,
                     splats: trainer.splat_count(),
                     steps: trainer.config().steps,
-                });
+                }).await;
                 self.trainer = Some(trainer);
                 match paused {
                     Ok(()) => {
-                        self.set_state(TaskState::Paused);
-                        self.refresh_viewer();
+                        self.set_state(TaskState::Paused).await;
+                        self.refresh_viewer().await;
                     }
-                    Err(e) => self.fail_run(&format!("pause failed: {e}")),
+                    Err(e) => self.fail_run(&format!("pause failed: {e}")).await,
                 }
             }
             Err(e) => {
-                self.error(format!("cannot continue the checkpoint: {e}"));
-                self.check_freed(owner);
-                self.set_state(TaskState::Ready);
+                self.error(format!("cannot continue the checkpoint: {e}")).await;
+                self.check_freed(owner).await;
+                self.set_state(TaskState::Ready).await;
             }
         }
     }

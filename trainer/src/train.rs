@@ -2,14 +2,20 @@
 //! backward through the rasterizer, Adam, densification; evaluation on the eval views.
 //!
 //! The [`Trainer`] owns every GPU buffer of its run (all registered under the run's
-//! [`Owner`]); dropping it frees them. Ground-truth images stay on the CPU as 8-bit RGB and
-//! are uploaded one step ahead into one of two buffers, so at most two images are on the GPU.
-//! Metrics come back as plain numbers at the step they are computed.
+//! [`Owner`]); dropping it frees them. Ground-truth images go to the GPU as packed RGBA8 once
+//! per run ([`ImagePlacement::Resident`]), or, when they do not fit the memory budget, one
+//! step ahead into one of two buffers ([`ImagePlacement::Streamed`]).
+//!
+//! A step waits for the GPU once: for the number of tile intersections, which sizes the rest
+//! of the frame ([`Trainer::begin_step`], then [`Trainer::finish_step`]). Everything after
+//! that (the rest of the forward pass, the loss, the backward pass, Adam) is one submit, and
+//! the step's loss comes back through a ring of read-back buffers a step or so later
+//! ([`Trainer::next_metrics`]).
 
 use std::sync::Arc;
 
 use splat_formats::Splats;
-use splat_render::gpu_splats::read_f32;
+use splat_render::gpu_splats::read_f32_async;
 use splat_render::{
     Camera, Category, FrameScratch, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner,
     RenderSettings, Renderer, wgpu,
@@ -17,7 +23,7 @@ use splat_render::{
 
 use crate::dataset::{Dataset, View};
 use crate::densify::{Densifier, RefineStats, Strategy, TrainState};
-use crate::loss::{ImageLoss, ImageMetrics, LossScratch, LossWeights};
+use crate::loss::{ImageLoss, LossScratch, LossWeights, MetricsRing};
 use crate::optim::{Adam, ParamGroup};
 
 /// The 3DGS learning rates (gaussian-splatting's `OptimizationParams`).
@@ -94,12 +100,31 @@ pub struct TrainConfig {
 pub struct StepStats {
     /// 1-based number of the step just taken.
     pub step: u32,
-    pub loss: f64,
-    /// PSNR of the training view, from the same loss pass.
-    pub train_psnr: f64,
     pub splats: u32,
     pub refine: Option<RefineStats>,
 }
+
+/// The loss of one step, read back after the step (see [`Trainer::next_metrics`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepMetrics {
+    /// 1-based number of the step it measures.
+    pub step: u32,
+    pub loss: f64,
+    /// PSNR of the training view, from the same loss pass.
+    pub train_psnr: f64,
+}
+
+/// Where a run keeps its ground-truth images.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImagePlacement {
+    /// Every view's image on the GPU (packed RGBA8), uploaded when the run starts or resumes.
+    Resident,
+    /// Two image buffers; the next step's view is uploaded while this step runs.
+    Streamed,
+}
+
+/// Unread step metrics a trainer keeps at most; older ones are dropped.
+const METRICS_KEPT: usize = 64;
 
 /// Evaluation over the eval views.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -140,34 +165,141 @@ pub struct RunSnapshot {
 struct StepScratch {
     frame: FrameScratch,
     loss: LossScratch,
+    metrics: MetricsRing,
     v_image: GpuBuffer,
-    /// Two ground-truth buffers: one for this step, one being filled for the next.
-    targets: [GpuBuffer; 2],
+    targets: Targets,
+}
+
+/// The ground-truth images on the GPU.
+enum Targets {
+    /// One buffer per view: train views, then eval views.
+    Resident { train: Vec<GpuBuffer>, eval: Vec<GpuBuffer> },
+    /// This step's image and the next one's; `pack` is the reused host buffer they are packed
+    /// in (no allocation per step).
+    Streamed { slots: [GpuBuffer; 2], pack: Vec<u32> },
+}
+
+/// Bytes of every train and eval image as packed RGBA8: what [`ImagePlacement::Resident`]
+/// puts on the GPU.
+#[must_use]
+pub fn resident_image_bytes(dataset: &Dataset) -> u64 {
+    dataset.views().map(|v| u64::from(v.camera.width) * u64::from(v.camera.height) * 4).sum()
+}
+
+/// Upload in batches of at most this many bytes, waiting for each, so that wgpu's staging
+/// copies of a large dataset do not pile up in host memory.
+const UPLOAD_BATCH_BYTES: u64 = 64 << 20;
+
+impl Targets {
+    fn new(
+        ctx: &GpuContext,
+        dataset: &Dataset,
+        placement: ImagePlacement,
+        owner: Owner,
+    ) -> Result<Self, GpuError> {
+        let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+        let mut pack = Vec::new();
+        match placement {
+            ImagePlacement::Resident => {
+                let mut batch = 0;
+                let mut upload = |view: &View, label: &str| -> Result<GpuBuffer, GpuError> {
+                    pack_rgba8(view, &mut pack);
+                    let bytes = pack.len() as u64 * 4;
+                    let buffer =
+                        ctx.create_buffer(label, bytes, storage, Category::DatasetImages, owner)?;
+                    ctx.queue.write_buffer(&buffer, 0, bytemuck::cast_slice(&pack));
+                    batch += bytes;
+                    if batch >= UPLOAD_BATCH_BYTES {
+                        ctx.queue.submit([]);
+                        ctx.wait_idle()?;
+                        batch = 0;
+                    }
+                    Ok(buffer)
+                };
+                let train = dataset
+                    .train
+                    .iter()
+                    .map(|v| upload(v, "train image"))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let eval = dataset
+                    .eval
+                    .iter()
+                    .map(|v| upload(v, "eval image"))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Self::Resident { train, eval })
+            }
+            ImagePlacement::Streamed => {
+                let (width, height) = largest_image(dataset);
+                let pixels = u64::from(width) * u64::from(height);
+                let slot = |i: usize| {
+                    ctx.create_buffer(
+                        &format!("target image {i}"),
+                        pixels * 4,
+                        storage,
+                        Category::DatasetImages,
+                        owner,
+                    )
+                };
+                pack.reserve(pixels as usize);
+                Ok(Self::Streamed { slots: [slot(0)?, slot(1)?], pack })
+            }
+        }
+    }
+
+    /// Makes `view`'s image available in `slot` (streamed: uploads it; it lands with the next
+    /// submit) and returns its buffer.
+    fn prepare(&mut self, ctx: &GpuContext, view: &View, which: TargetRef) -> &GpuBuffer {
+        match self {
+            Self::Resident { train, eval } => match which {
+                TargetRef::Train(i, _) => &train[i],
+                TargetRef::Eval(i, _) => &eval[i],
+            },
+            Self::Streamed { slots, pack } => {
+                let (TargetRef::Train(_, slot) | TargetRef::Eval(_, slot)) = which;
+                pack_rgba8(view, pack);
+                ctx.queue.write_buffer(&slots[slot], 0, bytemuck::cast_slice(pack));
+                &slots[slot]
+            }
+        }
+    }
+
+    /// The buffer holding `which` (already prepared).
+    fn get(&self, which: TargetRef) -> &GpuBuffer {
+        match (self, which) {
+            (Self::Resident { train, .. }, TargetRef::Train(i, _)) => &train[i],
+            (Self::Resident { eval, .. }, TargetRef::Eval(i, _)) => &eval[i],
+            (Self::Streamed { slots, .. }, TargetRef::Train(_, s) | TargetRef::Eval(_, s)) => {
+                &slots[s]
+            }
+        }
+    }
+
+}
+
+/// A view's image: its index among the train (or eval) views, and the streaming slot it goes
+/// to when images are streamed.
+#[derive(Clone, Copy, Debug)]
+enum TargetRef {
+    Train(usize, usize),
+    Eval(usize, usize),
 }
 
 impl StepScratch {
     fn new(
         ctx: &GpuContext,
-        renderer: &Renderer,
-        loss: &ImageLoss,
+        kernels: &TrainKernels,
         dataset: &Dataset,
+        placement: ImagePlacement,
         owner: Owner,
     ) -> Result<Self, GpuError> {
         let (width, height) = largest_image(dataset);
         let pixels = u64::from(width) * u64::from(height);
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
-        let target = |i: usize| {
-            ctx.create_buffer(
-                &format!("target image {i}"),
-                pixels * 4,
-                storage,
-                Category::DatasetImages,
-                owner,
-            )
-        };
+        let loss = kernels.loss.scratch(ctx, width, height, owner)?;
         Ok(Self {
-            frame: FrameScratch::new(ctx, renderer, owner)?,
-            loss: loss.scratch(ctx, width, height, owner)?,
+            frame: FrameScratch::new(ctx, &kernels.renderer, owner)?,
+            metrics: MetricsRing::new(ctx, &loss, owner)?,
+            loss,
             v_image: ctx.create_buffer(
                 "v_image",
                 pixels * 16,
@@ -175,7 +307,7 @@ impl StepScratch {
                 Category::RasterizerScratch,
                 owner,
             )?,
-            targets: [target(0)?, target(1)?],
+            targets: Targets::new(ctx, dataset, placement, owner)?,
         })
     }
 }
@@ -226,6 +358,11 @@ pub struct Trainer {
     step: u32,
     order: Vec<usize>,
     rng: u64,
+    placement: ImagePlacement,
+    /// The train view whose forward pass [`Trainer::begin_step`] submitted.
+    begun: Option<usize>,
+    /// Step metrics read back and not yet taken.
+    metrics: std::collections::VecDeque<StepMetrics>,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -250,8 +387,11 @@ pub fn scene_extent(dataset: &Dataset) -> f32 {
     (radius * 1.1).max(1e-3)
 }
 
-fn pack_rgba8(view: &View) -> Vec<u32> {
-    view.image.pixels().map(|p| u32::from_le_bytes([p.0[0], p.0[1], p.0[2], 255])).collect()
+/// Packs `view`'s image as RGBA8 words into `out` (reused: no allocation once it is large
+/// enough).
+fn pack_rgba8(view: &View, out: &mut Vec<u32>) {
+    out.clear();
+    out.extend(view.image.pixels().map(|p| u32::from_le_bytes([p.0[0], p.0[1], p.0[2], 255])));
 }
 
 fn largest_image(dataset: &Dataset) -> (u32, u32) {
@@ -295,7 +435,8 @@ impl Trainer {
         snapshot: RunSnapshot,
         owner: Owner,
     ) -> Result<Self, GpuError> {
-        Self::from_snapshot_with(Arc::new(TrainKernels::new(ctx)), ctx, dataset, snapshot, owner)
+        let kernels = Arc::new(TrainKernels::new(ctx));
+        Self::from_snapshot_with(kernels, ctx, dataset, snapshot, ImagePlacement::Resident, owner)
     }
 
     /// [`Trainer::from_snapshot`] with pipelines that are already built.
@@ -304,6 +445,7 @@ impl Trainer {
         ctx: &GpuContext,
         dataset: Arc<Dataset>,
         snapshot: RunSnapshot,
+        placement: ImagePlacement,
         owner: Owner,
     ) -> Result<Self, GpuError> {
         if dataset.train.is_empty() {
@@ -319,6 +461,7 @@ impl Trainer {
             snapshot.optimizer,
             (snapshot.step, snapshot.rng, order),
             snapshot.config,
+            placement,
             owner,
         )
     }
@@ -330,6 +473,7 @@ impl Trainer {
         dataset: Arc<Dataset>,
         splats: GpuSplats,
         config: TrainConfig,
+        placement: ImagePlacement,
         owner: Owner,
     ) -> Result<Self, GpuError> {
         if dataset.train.is_empty() {
@@ -344,6 +488,7 @@ impl Trainer {
             HostOptimizerState::default(),
             (0, rng, Vec::new()),
             config,
+            placement,
             owner,
         )
     }
@@ -357,9 +502,13 @@ impl Trainer {
         optimizer: HostOptimizerState,
         (step, rng, order): (u32, u64, Vec<usize>),
         config: TrainConfig,
+        placement: ImagePlacement,
         owner: Owner,
     ) -> Result<Self, GpuError> {
         let mut trainer = Self {
+            placement,
+            begun: None,
+            metrics: std::collections::VecDeque::with_capacity(METRICS_KEPT),
             ctx: ctx.clone(),
             owner,
             extent: scene_extent(&dataset),
@@ -453,17 +602,30 @@ impl Trainer {
     }
 
     /// Moves the optimizer state (Adam moments, densification statistics) to host memory and
-    /// drops every GPU buffer but the splat parameters. Idempotent.
+    /// drops every GPU buffer but the splat parameters. Idempotent. Blocks; see
+    /// [`Trainer::pause_async`].
     pub fn pause(&mut self) -> Result<(), GpuError> {
+        pollster::block_on(self.pause_async())
+    }
+
+    /// [`Trainer::pause`], awaiting the GPU without blocking the thread.
+    pub async fn pause_async(&mut self) -> Result<(), GpuError> {
         match self.run.take().ok_or_else(torn_down)? {
-            Run::Active(state, scratch) => match download_optimizer(&self.ctx, &state) {
+            Run::Active(state, mut scratch) => match download_optimizer(&self.ctx, &state).await {
                 Ok(host) => {
+                    // The run's last losses, before their buffers go.
+                    if let Err(e) = scratch.metrics.settle(&self.ctx).await {
+                        self.run = Some(Run::Active(state, scratch));
+                        return Err(e);
+                    }
+                    collect_metrics(&mut scratch.metrics, &mut self.metrics);
+                    self.begun = None;
                     drop(scratch);
                     let TrainState { splats, grads, adam } = state;
                     drop((grads, adam));
                     self.run = Some(Run::Paused(splats, host));
                     // Frees what was dropped now, not at the next submit.
-                    self.ctx.wait_idle()
+                    self.ctx.idle().await
                 }
                 Err(e) => {
                     self.run = Some(Run::Active(state, scratch));
@@ -485,26 +647,22 @@ impl Trainer {
                     restore_optimizer(&self.ctx, splats, &host, self.owner).and_then(|state| {
                         let scratch = Box::new(StepScratch::new(
                             &self.ctx,
-                            &self.kernels.renderer,
-                            &self.kernels.loss,
+                            &self.kernels,
                             &self.dataset,
+                            self.placement,
                             self.owner,
                         )?);
                         Ok((state, scratch))
                     });
-                match restored {
-                    Ok((state, scratch)) => {
-                        self.run = Some(Run::Active(state, scratch));
-                        let view = self
-                            .order
-                            .get(self.step as usize % self.dataset.train.len())
-                            .copied()
-                            .unwrap_or(0);
-                        self.upload_target((self.step % 2) as usize, view)?;
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
-                }
+                let (state, mut scratch) = restored?;
+                let view = self.current_view();
+                scratch.targets.prepare(
+                    &self.ctx,
+                    &self.dataset.train[view],
+                    TargetRef::Train(view, (self.step % 2) as usize),
+                );
+                self.run = Some(Run::Active(state, scratch));
+                Ok(())
             }
             active @ Run::Active(..) => {
                 self.run = Some(active);
@@ -513,107 +671,163 @@ impl Trainer {
         }
     }
 
-    fn active(&self) -> Result<(&TrainState, &StepScratch), GpuError> {
-        match self.run.as_ref() {
-            Some(Run::Active(state, scratch)) => Ok((state, scratch)),
-            Some(Run::Paused(..)) => Err(paused()),
-            None => Err(torn_down()),
-        }
+    /// The train view of the current step.
+    fn current_view(&self) -> usize {
+        self.order.get(self.step as usize % self.dataset.train.len()).copied().unwrap_or(0)
     }
 
-    fn upload_target(&self, slot: usize, view: usize) -> Result<(), GpuError> {
-        let (_, scratch) = self.active()?;
-        let pixels = pack_rgba8(&self.dataset.train[view]);
-        self.ctx.queue.write_buffer(&scratch.targets[slot], 0, bytemuck::cast_slice(&pixels));
-        Ok(())
-    }
-
-    /// Takes one optimisation step. Errors on a paused run.
+    /// Takes one optimisation step, waiting for the GPU where the step must (see
+    /// [`Trainer::begin_step`]). Errors on a paused run.
     pub fn step(&mut self) -> Result<StepStats, GpuError> {
-        let ctx = self.ctx.clone();
-        ctx.checked("training step", || self.encode_step())
+        self.begin_step()?;
+        let intersections = pollster::block_on(self.intersections())?;
+        pollster::block_on(self.finish_step(intersections))
     }
 
-    #[expect(clippy::too_many_lines, reason = "one step reads best top to bottom, in GPU order")]
-    fn encode_step(&mut self) -> Result<StepStats, GpuError> {
+    /// Submits the first part of a step: the current view's projection, depth sort and
+    /// intersection count. Nothing of the run changes until [`Trainer::finish_step`]; calling
+    /// this again starts the step over (a step abandoned for a command costs its projection).
+    pub fn begin_step(&mut self) -> Result<(), GpuError> {
         let ctx = self.ctx.clone();
-        let slot = (self.step % 2) as usize;
-        let view_index =
-            self.order.get(self.step as usize % self.dataset.train.len()).copied().unwrap_or(0);
-        let dataset = Arc::clone(&self.dataset);
-        let camera: Camera = dataset.train[view_index].camera;
+        let view = self.current_view();
+        let camera: Camera = self.dataset.train[view].camera;
         let settings = self.settings();
         let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
             return Err(if self.run.is_some() { paused() } else { torn_down() });
         };
-
-        self.kernels.renderer.forward(
+        if ctx.is_profiling() {
+            // The previous step's passes form one frame of timings.
+            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("profiler"),
+            });
+            ctx.profile_frame(&mut encoder);
+            ctx.queue.submit([encoder.finish()]);
+        }
+        self.kernels.renderer.forward_begin(
             &ctx,
             &state.splats,
             &camera,
             &settings,
             &mut scratch.frame,
         )?;
-        let mut encoder = ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("loss") });
-        self.kernels.loss.encode(
-            &ctx,
-            &mut encoder,
-            &scratch.frame.image,
-            &scratch.targets[slot],
-            camera.width,
-            camera.height,
-            self.config.loss_weights,
-            Some(&scratch.v_image),
-            &scratch.loss,
-        )?;
-        ctx.queue.submit([encoder.finish()]);
-        self.kernels.renderer.backward(
-            &ctx,
-            &state.splats,
-            &scratch.frame,
-            &scratch.v_image,
-            &state.grads,
-        )?;
-        let step_number = self.step + 1;
-        let mut encoder = ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("adam") });
-        if let Strategy::Mcmc(mcmc) = &self.config.strategy {
-            // MCMC's opacity and scale regularisers act on the gradients before Adam.
-            self.kernels.densifier.mcmc_regularize(&ctx, &mut encoder, mcmc, state)?;
+        self.begun = Some(view);
+        Ok(())
+    }
+
+    /// The tile intersections of the step begun: the step's one wait for the GPU. Awaiting
+    /// does not block the thread; dropping the future abandons the wait harmlessly.
+    pub async fn intersections(&self) -> Result<u32, GpuError> {
+        match self.run.as_ref() {
+            Some(Run::Active(_, scratch)) if self.begun.is_some() => {
+                scratch.frame.intersections(&self.ctx).await
+            }
+            _ => Err(GpuError::Validation {
+                label: "train".into(),
+                message: "no step has begun".into(),
+            }),
         }
+    }
+
+    /// Records and submits the rest of the step begun, for its `intersections`: the rest of
+    /// the forward pass, the loss, the backward pass and Adam in one submit; then, on its
+    /// schedule, densification (which reads statistics back: awaited).
+    pub async fn finish_step(&mut self, intersections: u32) -> Result<StepStats, GpuError> {
+        let ctx = self.ctx.clone();
+        let Some(view) = self.begun.take() else {
+            return Err(GpuError::Validation {
+                label: "train".into(),
+                message: "finish_step without begin_step".into(),
+            });
+        };
+        let step_number = self.step + 1;
+        let camera = self.dataset.train[view].camera;
         let (rates, extent, step0) = (self.config.learning_rates, self.extent, self.step);
-        self.kernels.adam.encode(
-            &ctx,
-            &mut encoder,
-            &state.splats,
-            &state.grads,
-            &state.adam,
-            step_number,
-            |group| rates.at(group, step0, extent),
-        );
-        ctx.queue.submit([encoder.finish()]);
-        let metrics: ImageMetrics = self.kernels.loss.read_metrics(&ctx, &scratch.loss)?;
+        let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
+            return Err(if self.run.is_some() { paused() } else { torn_down() });
+        };
+        // Losses that came back while this step waited, before a ring slot is taken.
+        collect_metrics(&mut scratch.metrics, &mut self.metrics);
+        let kernels = &self.kernels;
+        let config = &self.config;
+        ctx.checked("training step", || {
+            let mut encoder = ctx
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
+            kernels.renderer.forward_finish(
+                &ctx,
+                &mut encoder,
+                &mut scratch.frame,
+                intersections,
+            )?;
+            let target = scratch.targets.get(TargetRef::Train(view, (step0 % 2) as usize));
+            kernels.loss.encode(
+                &ctx,
+                &mut encoder,
+                &scratch.frame.image,
+                target,
+                camera.width,
+                camera.height,
+                config.loss_weights,
+                Some(&scratch.v_image),
+                &scratch.loss,
+            )?;
+            scratch.metrics.record(&mut encoder, &scratch.loss, step_number)?;
+            kernels.renderer.record_backward(
+                &ctx,
+                &mut encoder,
+                &state.splats,
+                &scratch.frame,
+                &scratch.v_image,
+                &state.grads,
+            )?;
+            if let Strategy::Mcmc(mcmc) = &config.strategy {
+                // MCMC's opacity and scale regularisers act on the gradients before Adam.
+                ctx.profile_stage("mcmc");
+                kernels.densifier.mcmc_regularize(&ctx, &mut encoder, mcmc, state)?;
+            }
+            kernels.adam.encode(
+                &ctx,
+                &mut encoder,
+                &state.splats,
+                &state.grads,
+                &state.adam,
+                step_number,
+                |group| rates.at(group, step0, extent),
+            );
+            ctx.queue.submit([encoder.finish()]);
+            Ok(())
+        })?;
+        scratch.metrics.map_recorded(&ctx);
 
-        // The next step's image goes up (lands with the next submit; this step's reads of
-        // the other slot are done).
+        // The next step's image goes up (streamed: lands with the next submit; this step's
+        // reads of the other slot are done).
         let next = self.view_for_step(step_number);
-        self.upload_target(1 - slot, next)?;
-
-        let Some(Run::Active(state, scratch)) = self.run.take() else { return Err(torn_down()) };
-        let seed = self.config.seed ^ u64::from(step_number).wrapping_mul(0x2545_f491_4f6c_dd1d);
-        let refined = self.kernels.densifier.after_step(
+        let Some(Run::Active(state, mut scratch)) = self.run.take() else {
+            return Err(torn_down());
+        };
+        collect_metrics(&mut scratch.metrics, &mut self.metrics);
+        scratch.targets.prepare(
             &ctx,
-            &self.config.strategy,
-            step_number,
-            self.extent,
-            self.config.max_splats,
-            seed,
-            state,
-            self.owner,
+            &self.dataset.train[next],
+            TargetRef::Train(next, (step_number % 2) as usize),
         );
+
+        let seed = self.config.seed ^ u64::from(step_number).wrapping_mul(0x2545_f491_4f6c_dd1d);
+        ctx.profile_stage("densification");
+        let refined = self
+            .kernels
+            .densifier
+            .after_step(
+                &ctx,
+                &self.config.strategy,
+                step_number,
+                self.extent,
+                self.config.max_splats,
+                seed,
+                state,
+                self.owner,
+            )
+            .await;
         let (state, refine) = match refined {
             Ok(result) => result,
             Err(e) => {
@@ -628,77 +842,108 @@ impl Trainer {
                 label: Some("mcmc noise"),
             });
             let lr_means = rates.at(ParamGroup::Means, step0, extent);
-            self.kernels.densifier.mcmc_noise(
-                &ctx,
-                &mut encoder,
-                mcmc,
-                &state,
-                lr_means,
-                step_number,
-                seed,
-            )?;
+            ctx.profile_stage("mcmc");
+            let noised = ctx.checked("mcmc noise", || {
+                self.kernels.densifier.mcmc_noise(
+                    &ctx,
+                    &mut encoder,
+                    mcmc,
+                    &state,
+                    lr_means,
+                    step_number,
+                    seed,
+                )
+            });
+            if let Err(e) = noised {
+                drop((state, scratch));
+                return Err(e);
+            }
             ctx.queue.submit([encoder.finish()]);
         }
         let splats = state.splats.count;
         self.run = Some(Run::Active(state, scratch));
         self.step = step_number;
-        Ok(StepStats {
-            step: step_number,
-            loss: metrics.loss,
-            train_psnr: metrics.psnr(),
-            splats,
-            refine,
-        })
+        Ok(StepStats { step: step_number, splats, refine })
+    }
+
+    /// The oldest step loss read back and not yet taken. A step's loss arrives a step or so
+    /// after it (the GPU is not waited for); a paused run has all of its own.
+    pub fn next_metrics(&mut self) -> Option<StepMetrics> {
+        self.metrics.pop_front()
+    }
+
+    /// Waits for the losses still in flight and returns every one not yet taken. Blocks.
+    pub fn flush_metrics(&mut self) -> Result<Vec<StepMetrics>, GpuError> {
+        if let Some(Run::Active(_, scratch)) = self.run.as_mut() {
+            pollster::block_on(scratch.metrics.settle(&self.ctx))?;
+            collect_metrics(&mut scratch.metrics, &mut self.metrics);
+        }
+        Ok(self.metrics.drain(..).collect())
     }
 
     /// PSNR and SSIM over the eval views (or, for a dataset without any, the training views).
-    /// Errors on a paused run.
+    /// Errors on a paused run. Blocks; see [`Trainer::evaluate_async`].
     pub fn evaluate(&mut self) -> Result<EvalStats, GpuError> {
-        let ctx = self.ctx.clone();
-        ctx.checked("evaluation", || self.encode_evaluation())
+        pollster::block_on(self.evaluate_async())
     }
 
-    fn encode_evaluation(&mut self) -> Result<EvalStats, GpuError> {
+    /// [`Trainer::evaluate`], awaiting the GPU (twice per view) without blocking the thread.
+    pub async fn evaluate_async(&mut self) -> Result<EvalStats, GpuError> {
         let ctx = self.ctx.clone();
         let dataset = Arc::clone(&self.dataset);
-        let views: &[View] = if dataset.eval.is_empty() { &dataset.train } else { &dataset.eval };
-        // The slot of the last step's target is free (the other holds the next step's).
+        let (views, eval) = if dataset.eval.is_empty() {
+            (&dataset.train, false)
+        } else {
+            (&dataset.eval, true)
+        };
+        // Streamed: the slot of the last step's target is free (the other holds the next
+        // step's).
         let slot = 1 - (self.step % 2) as usize;
         let settings = self.settings();
         let step = self.step;
+        // A step begun and not finished is abandoned: its projection is overwritten here.
+        self.begun = None;
         let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
             return Err(if self.run.is_some() { paused() } else { torn_down() });
         };
         let (mut psnr, mut ssim) = (0.0, 0.0);
-        for view in views {
-            ctx.queue.write_buffer(
-                &scratch.targets[slot],
-                0,
-                bytemuck::cast_slice(&pack_rgba8(view)),
-            );
-            self.kernels.renderer.forward(
+        for (i, view) in views.iter().enumerate() {
+            let which = if eval { TargetRef::Eval(i, slot) } else { TargetRef::Train(i, slot) };
+            scratch.targets.prepare(&ctx, view, which);
+            self.kernels.renderer.forward_begin(
                 &ctx,
                 &state.splats,
                 &view.camera,
                 &settings,
                 &mut scratch.frame,
             )?;
-            let mut encoder = ctx
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("eval") });
-            self.kernels.loss.encode(
-                &ctx,
-                &mut encoder,
-                &scratch.frame.image,
-                &scratch.targets[slot],
-                view.camera.width,
-                view.camera.height,
-                self.config.loss_weights,
-                None,
-                &scratch.loss,
-            )?;
-            ctx.queue.submit([encoder.finish()]);
-            let metrics = self.kernels.loss.read_metrics(&ctx, &scratch.loss)?;
+            let intersections = scratch.frame.intersections(&ctx).await?;
+            let layout = ctx.checked("evaluation", || {
+                let mut encoder = ctx
+                    .device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("eval") });
+                self.kernels.renderer.forward_finish(
+                    &ctx,
+                    &mut encoder,
+                    &mut scratch.frame,
+                    intersections,
+                )?;
+                self.kernels.loss.encode(
+                    &ctx,
+                    &mut encoder,
+                    &scratch.frame.image,
+                    scratch.targets.get(which),
+                    view.camera.width,
+                    view.camera.height,
+                    self.config.loss_weights,
+                    None,
+                    &scratch.loss,
+                )?;
+                let layout = scratch.loss.record_readback(&mut encoder)?;
+                ctx.queue.submit([encoder.finish()]);
+                Ok(layout)
+            })?;
+            let metrics = scratch.loss.read_recorded(&ctx, layout).await?;
             psnr += metrics.psnr();
             ssim += metrics.ssim;
         }
@@ -714,7 +959,7 @@ impl Trainer {
     /// Everything needed to continue this run later, read back (active or paused).
     pub fn snapshot(&self) -> Result<RunSnapshot, GpuError> {
         let optimizer = match self.run.as_ref().ok_or_else(torn_down)? {
-            Run::Active(state, _) => download_optimizer(&self.ctx, state)?,
+            Run::Active(state, _) => pollster::block_on(download_optimizer(&self.ctx, state))?,
             Run::Paused(_, host) => host.clone(),
         };
         Ok(RunSnapshot {
@@ -728,17 +973,29 @@ impl Trainer {
     }
 }
 
+/// Moves the losses the GPU has finished from `ring` into `out` (at most [`METRICS_KEPT`]).
+fn collect_metrics(ring: &mut MetricsRing, out: &mut std::collections::VecDeque<StepMetrics>) {
+    while let Some((step, metrics)) = ring.take_ready() {
+        if out.len() == METRICS_KEPT {
+            out.pop_front();
+        }
+        out.push_back(StepMetrics { step, loss: metrics.loss, train_psnr: metrics.psnr() });
+    }
+}
+
 /// Adam's moments and the densification statistics, read back.
-fn download_optimizer(
+async fn download_optimizer(
     ctx: &GpuContext,
     state: &TrainState,
 ) -> Result<HostOptimizerState, GpuError> {
     let mut moments = Vec::with_capacity(8);
     for m in state.adam.moments() {
         let floats = (m.m.size() / 4) as usize;
-        moments.push((read_f32(ctx, &m.m, floats)?, read_f32(ctx, &m.v, floats)?));
+        moments
+            .push((read_f32_async(ctx, &m.m, floats).await?, read_f32_async(ctx, &m.v, floats).await?));
     }
-    let densify = read_f32(ctx, &state.grads.densify, (state.grads.densify.size() / 4) as usize)?;
+    let floats = (state.grads.densify.size() / 4) as usize;
+    let densify = read_f32_async(ctx, &state.grads.densify, floats).await?;
     Ok(HostOptimizerState { moments, densify })
 }
 

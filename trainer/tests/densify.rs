@@ -185,9 +185,10 @@ fn refine(
     seed: u64,
     state: TrainState,
 ) -> (TrainState, Option<RefineStats>) {
-    densifier
-        .after_step(ctx, strategy, step, extent, max_splats, seed, state, OWNER)
-        .expect("after_step")
+    pollster::block_on(
+        densifier.after_step(ctx, strategy, step, extent, max_splats, seed, state, OWNER),
+    )
+    .expect("after_step")
 }
 
 // ---------------------------------------------------------------------------------------

@@ -40,8 +40,19 @@ fn config() -> TrainConfig {
     }
 }
 
+/// The losses of the next `steps` steps, in step order (they are read back a step or so after
+/// each step; the last ones are waited for).
 fn losses(trainer: &mut Trainer, steps: u32) -> Vec<f64> {
-    (0..steps).map(|_| trainer.step().unwrap().loss).collect()
+    let first = trainer.step_count() + 1;
+    let mut metrics = Vec::new();
+    for _ in 0..steps {
+        trainer.step().unwrap();
+        metrics.extend(std::iter::from_fn(|| trainer.next_metrics()));
+    }
+    metrics.extend(trainer.flush_metrics().unwrap());
+    let measured: Vec<u32> = metrics.iter().map(|m| m.step).collect();
+    assert_eq!(measured, (first..first + steps).collect::<Vec<_>>(), "every step, once, in order");
+    metrics.iter().map(|m| m.loss).collect()
 }
 
 #[test]

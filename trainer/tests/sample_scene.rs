@@ -188,7 +188,10 @@ fn short_training_run_learns_the_scene() {
     let mut trainer = Trainer::new(&ctx, Arc::clone(&data), &init, config, Owner::Run(11)).unwrap();
     let before = trainer.evaluate().unwrap();
     for _ in 0..steps {
-        assert!(trainer.step().unwrap().loss.is_finite());
+        trainer.step().unwrap();
+        while let Some(m) = trainer.next_metrics() {
+            assert!(m.loss.is_finite(), "step {}: loss {}", m.step, m.loss);
+        }
     }
     let after = trainer.evaluate().unwrap();
     eprintln!(

@@ -51,7 +51,9 @@ fn desk_statue_learns() {
     let mut refined = 0;
     for _ in 0..steps {
         let stats = trainer.step().unwrap();
-        assert!(stats.loss.is_finite());
+        while let Some(m) = trainer.next_metrics() {
+            assert!(m.loss.is_finite(), "step {}: loss {}", m.step, m.loss);
+        }
         refined += usize::from(stats.refine.is_some());
     }
     let after = trainer.evaluate().unwrap();

@@ -15,7 +15,7 @@ use splat_trainer::memory::{MemoryModel, RunShape, default_budget};
 use splat_trainer::render::view_controller::{ViewController, scene_focus, scene_up};
 use splat_trainer::render::{Camera, GpuContext, LedgerSnapshot};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
-use splat_trainer::train::{LearningRates, StepStats, TrainConfig};
+use splat_trainer::train::{LearningRates, StepMetrics, StepStats, TrainConfig};
 
 use super::files::{FileEvent, Files, OpenKind, Opened, SaveKind};
 use super::history::History;
@@ -108,13 +108,15 @@ pub struct RunInfo {
     pub id: u64,
     pub planned_steps: u32,
     pub last: Option<StepStats>,
+    /// The latest step loss read back (a step or so behind `last`).
+    pub last_metrics: Option<StepMetrics>,
     /// Recent (time, step) pairs for steps/s.
     rate_window: VecDeque<(Instant, u32)>,
 }
 
 impl RunInfo {
     fn new(id: u64, planned_steps: u32) -> Self {
-        Self { id, planned_steps, last: None, rate_window: VecDeque::new() }
+        Self { id, planned_steps, last: None, last_metrics: None, rate_window: VecDeque::new() }
     }
 
     fn record(&mut self, stats: StepStats) {
@@ -554,6 +556,12 @@ impl SplatApp {
                 self.history.step(&stats);
                 if let Some(run) = self.run.as_mut() {
                     run.record(stats);
+                }
+            }
+            Event::Metrics(metrics) => {
+                self.history.metrics(&metrics);
+                if let Some(run) = self.run.as_mut() {
+                    run.last_metrics = Some(metrics);
                 }
             }
             Event::Eval(eval) => {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use egui_plot::PlotPoint;
 
 use splat_trainer::render::{Category, LedgerSnapshot};
-use splat_trainer::train::{EvalStats, StepStats};
+use splat_trainer::train::{EvalStats, StepMetrics, StepStats};
 
 /// Points a series keeps at most; past it, every other point is dropped and from then on
 /// only every `stride`-th step is kept, so a 1M-step run costs what a 4k-step run does.
@@ -61,9 +61,13 @@ pub struct History {
 impl History {
     pub fn step(&mut self, stats: &StepStats) {
         self.last_step = stats.step;
-        self.loss.push(stats.step, stats.loss);
-        self.train_psnr.push(stats.step, stats.train_psnr);
         self.splats.push(stats.step, f64::from(stats.splats));
+    }
+
+    /// A step's loss, which arrives a step or so after the step itself.
+    pub fn metrics(&mut self, metrics: &StepMetrics) {
+        self.loss.push(metrics.step, metrics.loss);
+        self.train_psnr.push(metrics.step, metrics.train_psnr);
     }
 
     pub fn eval(&mut self, eval: &EvalStats) {
@@ -134,13 +138,8 @@ mod tests {
         let mut history = History::default();
         let snapshot = LedgerSnapshot::default();
         for step in 0..3 * MAX_POINTS as u32 {
-            history.step(&StepStats {
-                step,
-                loss: 0.1,
-                train_psnr: 20.0,
-                splats: 10,
-                refine: None,
-            });
+            history.step(&StepStats { step, splats: 10, refine: None });
+            history.metrics(&StepMetrics { step, loss: 0.1, train_psnr: 20.0 });
             history.memory(&snapshot);
             history.eval(&EvalStats { step, psnr: 20.0, ssim: 0.5, views: 1 });
         }

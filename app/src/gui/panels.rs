@@ -387,10 +387,10 @@ impl SplatApp {
                     ui.label("Paused.");
                 }
             }
-            if let Some(last) = run.last {
+            if let (Some(last), Some(metrics)) = (run.last, run.last_metrics) {
                 ui.label(format!(
                     "loss {:.4} · train PSNR {:.2} dB · {} splats",
-                    last.loss, last.train_psnr, last.splats
+                    metrics.loss, metrics.train_psnr, last.splats
                 ));
             }
             if let Some(psnr) = self.history.eval_psnr.last() {

@@ -28,7 +28,7 @@ mod plan;
 
 use std::time::Instant;
 
-use splat_render::gpu_splats::{BAND_COEFFS, read_f32};
+use splat_render::gpu_splats::{BAND_COEFFS, read_f32_async};
 use splat_render::kernels::DispatchLimits;
 use splat_render::wgpu;
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, SplatGradients};
@@ -317,7 +317,7 @@ impl Densifier {
     ///
     /// On an error the state is dropped (a GPU error here ends the run).
     #[expect(clippy::too_many_arguments, reason = "one call per step with everything it needs")]
-    pub fn after_step(
+    pub async fn after_step(
         &self,
         ctx: &GpuContext,
         strategy: &Strategy,
@@ -344,7 +344,8 @@ impl Densifier {
                                 old,
                                 &mut rng,
                             )
-                        })?;
+                        })
+                        .await?;
                     state = refined;
                     stats = Some(refine_stats);
                 }
@@ -362,17 +363,19 @@ impl Densifier {
                 if !config.refines_at(step) {
                     return Ok((state, None));
                 }
-                let (state, stats) = self.refine(ctx, state, step, false, owner, |old| {
-                    let mut rng = SplitMix64::for_step(seed, step);
-                    plan::plan_mcmc(config, config.cap.min(max_splats), old, &mut rng)
-                })?;
+                let (state, stats) = self
+                    .refine(ctx, state, step, false, owner, |old| {
+                        let mut rng = SplitMix64::for_step(seed, step);
+                        plan::plan_mcmc(config, config.cap.min(max_splats), old, &mut rng)
+                    })
+                    .await?;
                 Ok((state, Some(stats)))
             }
         }
     }
 
     /// One refinement: read back (with the statistics if `statistics`), plan, apply.
-    fn refine(
+    async fn refine(
         &self,
         ctx: &GpuContext,
         state: TrainState,
@@ -382,11 +385,11 @@ impl Densifier {
         decide: impl FnOnce(&Readback) -> Plan,
     ) -> Result<(TrainState, RefineStats), GpuError> {
         let started = Instant::now();
-        let old = read_back(ctx, &state.splats, statistics.then_some(&state.grads))?;
+        let old = read_back(ctx, &state.splats, statistics.then_some(&state.grads)).await?;
         let read = Instant::now();
         let plan = decide(&old);
         let planned = Instant::now();
-        let state = self.apply(ctx, state, &plan, owner)?;
+        let state = ctx.checked("densification", || self.apply(ctx, state, &plan, owner))?;
         log::debug!(
             "step {step}: {:?}; read back {:?}, planned {:?}, gather submitted {:?}",
             plan.stats,
@@ -594,19 +597,20 @@ impl Densifier {
 const NOISE_STREAM: u64 = 0x6E6F_6973_6521;
 
 /// Reads back what the decisions need: opacity logits, log-scales and (with `grads`) the
-/// densification statistics. Blocks.
-fn read_back(
+/// densification statistics, awaiting the GPU.
+async fn read_back(
     ctx: &GpuContext,
     splats: &GpuSplats,
     grads: Option<&SplatGradients>,
 ) -> Result<Readback, GpuError> {
     let n = splats.count as usize;
     Ok(Readback {
-        opacity_logits: read_f32(ctx, &splats.opacities, n)?,
-        log_scales: read_f32(ctx, &splats.log_scales, 3 * n)?,
+        opacity_logits: read_f32_async(ctx, &splats.opacities, n).await?,
+        log_scales: read_f32_async(ctx, &splats.log_scales, 3 * n).await?,
         densify: match grads {
             Some(grads) => {
-                read_f32(ctx, &grads.densify, n * splat_render::kernels::DENSIFY_FLOATS as usize)?
+                let floats = n * splat_render::kernels::DENSIFY_FLOATS as usize;
+                read_f32_async(ctx, &grads.densify, floats).await?
             }
             None => Vec::new(),
         },

@@ -33,7 +33,8 @@
 
 pub mod reference;
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytemuck::{Pod, Zeroable};
 use splat_render::wgpu;
@@ -191,12 +192,34 @@ fn tile_grid(width: u32, height: u32) -> (u32, u32) {
     (width.div_ceil(TILE), height.div_ceil(TILE))
 }
 
-/// What the last encode recorded, for [`ImageLoss::read_metrics`].
-#[derive(Clone, Copy, Debug)]
-struct Encoded {
+/// What the per-tile sums of an encode mean: enough to turn them into metrics once they
+/// are read back.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SumsLayout {
     width: u32,
     height: u32,
     weights: LossWeights,
+}
+
+impl SumsLayout {
+    /// Bytes of the per-tile sums.
+    #[must_use]
+    pub fn bytes(&self) -> u64 {
+        let (tiles_x, tiles_y) = tile_grid(self.width, self.height);
+        u64::from(tiles_x * tiles_y) * PARTIAL_BYTES
+    }
+
+    /// The metrics from the per-tile sums (`self.bytes()` of them), added in f64.
+    #[must_use]
+    pub fn metrics(&self, sums: &[u8]) -> ImageMetrics {
+        let mut total = [0.0_f64; 4];
+        for (k, bytes) in sums.chunks_exact(4).enumerate() {
+            total[k % 4] += f64::from(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]));
+        }
+        let [dissimilarity, abs_error, squared_error, _] = total;
+        let elements = 3.0 * f64::from(self.width) * f64::from(self.height);
+        ImageMetrics::from_sums(dissimilarity, abs_error, squared_error, elements, self.weights)
+    }
 }
 
 /// The loss's buffers for images up to a size: uniforms, derivative maps, per-tile sums and
@@ -218,7 +241,7 @@ pub struct LossScratch {
     tile_capacity: u32,
     owner: Owner,
     /// The last encode, for `read_metrics`.
-    last: Mutex<Option<Encoded>>,
+    last: Mutex<Option<SumsLayout>>,
 }
 
 impl LossScratch {
@@ -303,12 +326,50 @@ impl LossScratch {
             && u64::from(tiles_x) * u64::from(tiles_y) <= u64::from(self.tile_capacity)
     }
 
-    fn set_last(&self, encoded: Option<Encoded>) {
+    fn set_last(&self, encoded: Option<SumsLayout>) {
         *self.last.lock().unwrap_or_else(PoisonError::into_inner) = encoded;
     }
 
-    fn get_last(&self) -> Option<Encoded> {
-        *self.last.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Records a copy of the last encode's per-tile sums into `dst` (`MAP_READ | COPY_DST`,
+    /// at least [`LossScratch::sums_capacity`] bytes) and says how to read them.
+    pub fn copy_sums(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        dst: &wgpu::Buffer,
+    ) -> Result<SumsLayout, GpuError> {
+        let Some(layout) = *self.last.lock().unwrap_or_else(PoisonError::into_inner) else {
+            return Err(GpuError::Validation {
+                label: "image loss".into(),
+                message: "read_metrics before any encode with this scratch".into(),
+            });
+        };
+        encoder.copy_buffer_to_buffer(&self.partials, 0, dst, 0, layout.bytes());
+        Ok(layout)
+    }
+
+    /// Bytes a copy of the per-tile sums may need.
+    #[must_use]
+    pub fn sums_capacity(&self) -> u64 {
+        u64::from(self.tile_capacity) * PARTIAL_BYTES
+    }
+
+    /// Records a copy of the last encode's sums into this scratch's read-back buffer; after the
+    /// submit, [`LossScratch::read_recorded`] reads them.
+    pub fn record_readback(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+    ) -> Result<SumsLayout, GpuError> {
+        self.copy_sums(encoder, &self.staging)
+    }
+
+    /// The metrics [`LossScratch::record_readback`] copied, once the GPU has them (awaits
+    /// without blocking the thread).
+    pub async fn read_recorded(
+        &self,
+        ctx: &GpuContext,
+        layout: SumsLayout,
+    ) -> Result<ImageMetrics, GpuError> {
+        ctx.read_mapped(&self.staging, layout.bytes(), |sums| layout.metrics(sums)).await
     }
 }
 
@@ -473,10 +534,12 @@ impl ImageLoss {
             let (forward_group, backward_group) =
                 self.bind_groups(ctx, rendered, target, pixels, v_image, scratch);
             ctx.queue.write_buffer(&scratch.params, 0, bytemuck::bytes_of(&params));
+            ctx.profile_stage("loss");
             {
+                let timer = ctx.pass_timer();
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("image loss forward"),
-                    timestamp_writes: None,
+                    timestamp_writes: timer.as_ref().map(splat_render::PassTimer::writes),
                 });
                 pass.set_pipeline(&self.forward);
                 pass.set_bind_group(0, &forward_group, &[]);
@@ -484,19 +547,18 @@ impl ImageLoss {
             }
             // A pass of its own, so the maps are complete before they are read.
             if let Some(backward_group) = &backward_group {
+                let timer = ctx.pass_timer();
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("image loss backward"),
-                    timestamp_writes: None,
+                    timestamp_writes: timer.as_ref().map(splat_render::PassTimer::writes),
                 });
                 pass.set_pipeline(&self.backward);
                 pass.set_bind_group(0, backward_group, &[]);
                 pass.dispatch_workgroups(tiles_x, tiles_y, 1);
             }
-            let sums_bytes = u64::from(tiles_x * tiles_y) * PARTIAL_BYTES;
-            encoder.copy_buffer_to_buffer(&scratch.partials, 0, &scratch.staging, 0, sums_bytes);
             Ok(())
         })?;
-        scratch.set_last(Some(Encoded { width, height, weights }));
+        scratch.set_last(Some(SumsLayout { width, height, weights }));
         Ok(())
     }
 
@@ -562,52 +624,139 @@ impl ImageLoss {
         ctx: &GpuContext,
         scratch: &LossScratch,
     ) -> Result<ImageMetrics, GpuError> {
-        let Some(encoded) = scratch.get_last() else {
-            return Err(GpuError::Validation {
-                label: "image loss".into(),
-                message: "read_metrics before any encode with this scratch".into(),
-            });
-        };
-        let (tiles_x, tiles_y) = tile_grid(encoded.width, encoded.height);
-        let bytes = u64::from(tiles_x * tiles_y) * PARTIAL_BYTES;
-        let slice = scratch.staging.slice(..bytes);
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        slice.map_async(wgpu::MapMode::Read, move |result| {
-            // The receiver waits below until the GPU is idle, so it is still there.
-            tx.send(result).ok();
-        });
-        let waited = ctx.wait_idle();
-        let mapped = match rx.recv() {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(GpuError::Poll(e.to_string())),
-            // No answer yet: the wait failed and the mapping is still pending.
-            Err(e) => {
-                scratch.staging.unmap(); // cancels it, so the next encode may copy
-                return Err(waited.err().unwrap_or(GpuError::Poll(e.to_string())));
-            }
-        };
-        waited?;
-        mapped?;
-        let sums = slice.get_mapped_range().map(|view| {
-            let mut sums = [0.0_f64; 4];
-            for (k, bytes) in view.chunks_exact(4).enumerate() {
-                sums[k % 4] +=
-                    f64::from(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]));
-            }
-            sums
-        });
-        scratch.staging.unmap();
-        let [dissimilarity, abs_error, squared_error, _] =
-            sums.map_err(|e| GpuError::Poll(e.to_string()))?;
-        let elements = 3.0 * f64::from(encoded.width) * f64::from(encoded.height);
-        Ok(ImageMetrics::from_sums(
-            dissimilarity,
-            abs_error,
-            squared_error,
-            elements,
-            encoded.weights,
-        ))
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("loss sums") });
+        let layout = scratch.record_readback(&mut encoder)?;
+        ctx.queue.submit([encoder.finish()]);
+        pollster::block_on(scratch.read_recorded(ctx, layout))
     }
+}
+
+/// The training loss of recent steps, read back without waiting: each step copies its
+/// per-tile sums into a free slot of a small ring; the slot is mapped after the submit and
+/// read a step or so later, when the GPU has got there. A step that finds every slot in
+/// flight is not measured (nothing queues up on the GPU: the ring is all there is).
+#[derive(Debug)]
+pub struct MetricsRing {
+    slots: Vec<RingSlot>,
+}
+
+#[derive(Debug)]
+struct RingSlot {
+    buffer: GpuBuffer,
+    state: SlotState,
+    ready: Arc<AtomicBool>,
+    tag: u32,
+    layout: Option<SumsLayout>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SlotState {
+    Free,
+    /// Copied into by an encoder not yet known to be submitted.
+    Copied,
+    Mapping,
+}
+
+/// Slots of a [`MetricsRing`]: one being written, one in flight, one spare.
+pub const METRICS_SLOTS: usize = 3;
+
+impl MetricsRing {
+    /// A ring for the sums of `scratch`'s images, in the ledger under `owner`.
+    pub fn new(ctx: &GpuContext, scratch: &LossScratch, owner: Owner) -> Result<Self, GpuError> {
+        let slots = (0..METRICS_SLOTS)
+            .map(|_| {
+                Ok(RingSlot {
+                    buffer: ctx.create_buffer(
+                        "loss sums ring",
+                        scratch.sums_capacity(),
+                        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                        Category::Other,
+                        owner,
+                    )?,
+                    state: SlotState::Free,
+                    ready: Arc::default(),
+                    tag: 0,
+                    layout: None,
+                })
+            })
+            .collect::<Result<_, GpuError>>()?;
+        Ok(Self { slots })
+    }
+
+    /// Records a copy of `scratch`'s last sums under `tag` (a step number). False when every
+    /// slot is in flight (that step goes unmeasured).
+    pub fn record(
+        &mut self,
+        encoder: &mut wgpu::CommandEncoder,
+        scratch: &LossScratch,
+        tag: u32,
+    ) -> Result<bool, GpuError> {
+        let Some(slot) = self.slots.iter_mut().find(|s| s.state == SlotState::Free) else {
+            return Ok(false);
+        };
+        slot.layout = Some(scratch.copy_sums(encoder, &slot.buffer)?);
+        slot.tag = tag;
+        slot.state = SlotState::Copied;
+        Ok(true)
+    }
+
+    /// Asks for the slots recorded since the last call to be mapped. Call after submitting
+    /// the encoder given to [`MetricsRing::record`].
+    pub fn map_recorded(&mut self, ctx: &GpuContext) {
+        for slot in &mut self.slots {
+            if slot.state != SlotState::Copied {
+                continue;
+            }
+            let Some(layout) = slot.layout else { continue };
+            let ready = Arc::clone(&slot.ready);
+            slot.buffer.slice(..layout.bytes()).map_async(wgpu::MapMode::Read, move |result| {
+                if let Err(e) = result {
+                    log::warn!("reading the loss back failed: {e}");
+                }
+                ready.store(true, Ordering::Release);
+            });
+            slot.state = SlotState::Mapping;
+        }
+        ctx.poll_soon();
+    }
+
+    /// The oldest measurement the GPU has finished, if any: (tag, metrics). Never waits.
+    pub fn take_ready(&mut self) -> Option<(u32, ImageMetrics)> {
+        let slot = self
+            .slots
+            .iter_mut()
+            .filter(|s| s.state == SlotState::Mapping && s.ready.load(Ordering::Acquire))
+            .min_by_key(|s| s.tag)?;
+        let layout = slot.layout.take()?;
+        let metrics = slot
+            .buffer
+            .slice(..layout.bytes())
+            .get_mapped_range()
+            .map(|sums| layout.metrics(&sums))
+            .ok();
+        slot.buffer.unmap();
+        slot.ready.store(false, Ordering::Release);
+        slot.state = SlotState::Free;
+        metrics.map(|m| (slot.tag, m))
+    }
+
+    /// Waits until every measurement requested is readable (so a run that pauses or ends
+    /// reports all of its steps). Awaits without blocking the thread.
+    pub async fn settle(&mut self, ctx: &GpuContext) -> Result<(), GpuError> {
+        // A mapping's callback runs in the poll that finds its work done; an `idle` that
+        // resolves in that same poll may be seen first, so wait until the flags say so.
+        while self
+            .slots
+            .iter()
+            .any(|s| s.state == SlotState::Mapping && !s.ready.load(Ordering::Acquire))
+        {
+            ctx.idle().await?;
+        }
+        Ok(())
+    }
+
 }
 
 /// The first `bytes` of `buffer`.

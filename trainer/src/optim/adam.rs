@@ -241,9 +241,11 @@ impl Adam {
         ctx.queue.write_buffer(&state.uniforms, 0, &slots);
 
         let layout = self.pipeline.get_bind_group_layout(0);
+        ctx.profile_stage("adam");
+        let timer = ctx.pass_timer();
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("adam"),
-            timestamp_writes: None,
+            timestamp_writes: timer.as_ref().map(splat_render::PassTimer::writes),
         });
         pass.set_pipeline(&self.pipeline);
         for (slot, ((param, grad, _), moments)) in params.iter().zip(state.moments()).enumerate() {

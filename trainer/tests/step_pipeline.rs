@@ -1,0 +1,191 @@
+//! How a training step uses the GPU: images resident or streamed, losses read back without
+//! waiting, per-pass timings.
+#![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use splat_render::{Category, GpuContext, Owner};
+use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
+use splat_trainer::densify::{DefaultConfig, Strategy};
+use splat_trainer::init::splats_from_points;
+use splat_trainer::loss::LossWeights;
+use splat_trainer::train::{
+    ImagePlacement, LearningRates, RunSnapshot, StepMetrics, TrainConfig, TrainKernels, Trainer,
+    resident_image_bytes,
+};
+
+fn dataset() -> Arc<Dataset> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data/datasets/desk-statue-colmap");
+    Arc::new(
+        load_dataset(&path, &LoadOptions { max_resolution: 48, ..LoadOptions::default() })
+            .unwrap(),
+    )
+}
+
+fn config() -> TrainConfig {
+    TrainConfig {
+        steps: 1000,
+        sh_degree: 1,
+        sh_degree_interval: 10,
+        // Densification off: a refinement decision flipping under float-atomic noise would
+        // hide what the comparison below looks at.
+        strategy: Strategy::Default(DefaultConfig { start: u32::MAX, ..DefaultConfig::default() }),
+        max_splats: 20_000,
+        eval_every: 0,
+        seed: 3,
+        background: [0.0; 3],
+        learning_rates: LearningRates::default(),
+        loss_weights: LossWeights::default(),
+    }
+}
+
+fn start(ctx: &GpuContext, data: &Arc<Dataset>, placement: ImagePlacement, run: u64) -> Trainer {
+    let init = splats_from_points(data.init_points.as_ref().unwrap(), 1);
+    let snapshot = RunSnapshot {
+        splats: init,
+        optimizer: splat_trainer::train::HostOptimizerState::default(),
+        step: 0,
+        rng: 3,
+        order: Vec::new(),
+        config: config(),
+    };
+    let kernels = Arc::new(TrainKernels::new(ctx));
+    Trainer::from_snapshot_with(kernels, ctx, Arc::clone(data), snapshot, placement, Owner::Run(run))
+        .unwrap()
+}
+
+/// Steps `steps` times and returns every step's metrics, in order (the last ones waited for).
+fn train(trainer: &mut Trainer, steps: u32) -> Vec<StepMetrics> {
+    let mut metrics = Vec::new();
+    for _ in 0..steps {
+        trainer.step().unwrap();
+        metrics.extend(std::iter::from_fn(|| trainer.next_metrics()));
+    }
+    metrics.extend(trainer.flush_metrics().unwrap());
+    metrics
+}
+
+#[test]
+fn resident_and_streamed_images_train_alike() {
+    let data = dataset();
+    let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
+    let images = |run| {
+        ctx.ledger()
+            .snapshot()
+            .allocations
+            .iter()
+            .filter(|a| a.owner == Owner::Run(run) && a.category == Category::DatasetImages)
+            .map(|a| a.bytes)
+            .sum::<u64>()
+    };
+
+    let mut resident = start(&ctx, &data, ImagePlacement::Resident, 1);
+    // Every train and eval image, packed RGBA8, once.
+    assert_eq!(images(1), resident_image_bytes(&data));
+    let a = train(&mut resident, 25);
+    let eval_a = resident.evaluate().unwrap();
+    drop(resident);
+
+    let mut streamed = start(&ctx, &data, ImagePlacement::Streamed, 2);
+    let (w, h) = data
+        .views()
+        .fold((0, 0), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)));
+    assert_eq!(images(2), 2 * u64::from(w) * u64::from(h) * 4, "two image buffers");
+    let b = train(&mut streamed, 25);
+    let eval_b = streamed.evaluate().unwrap();
+    drop(streamed);
+
+    assert_eq!(a.len(), 25);
+    assert_eq!(b.len(), 25);
+    // The same views in the same order: only the float atomics' order differs (run-to-run
+    // noise ≤ 1.3e-5 over 70 steps, BENCHMARKS.md).
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.step, y.step);
+        assert!((x.loss - y.loss).abs() < 1e-4, "step {}: {} vs {}", x.step, x.loss, y.loss);
+    }
+    assert!((eval_a.psnr - eval_b.psnr).abs() < 0.01, "{eval_a:?} vs {eval_b:?}");
+    ctx.wait_idle().unwrap();
+    assert_eq!(ctx.ledger().owner_bytes(Owner::Run(1)), 0);
+    assert_eq!(ctx.ledger().owner_bytes(Owner::Run(2)), 0);
+    assert!(ctx.take_uncaptured_errors().is_empty());
+}
+
+#[test]
+fn losses_come_back_a_step_later_without_waiting() {
+    let data = dataset();
+    let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
+    let mut trainer = start(&ctx, &data, ImagePlacement::Resident, 3);
+    let mut seen = Vec::new();
+    for step in 1..=12_u32 {
+        trainer.step().unwrap();
+        seen.extend(std::iter::from_fn(|| trainer.next_metrics()));
+        // The step waits for the GPU once, for the previous step's work too: by then that
+        // step's loss is readable, so the losses lag by at most two steps.
+        assert!(
+            seen.len() + 2 >= step as usize,
+            "after step {step} only {} losses came back",
+            seen.len()
+        );
+    }
+    seen.extend(trainer.flush_metrics().unwrap());
+    let steps: Vec<u32> = seen.iter().map(|m| m.step).collect();
+    assert_eq!(steps, (1..=12).collect::<Vec<_>>());
+    assert!(seen.iter().all(|m| m.loss.is_finite() && m.loss > 0.0 && m.train_psnr > 0.0));
+    // Pausing hands back the losses still in flight, so a paused run has all of its own.
+    trainer.step().unwrap();
+    trainer.pause().unwrap();
+    let last: Vec<u32> = std::iter::from_fn(|| trainer.next_metrics()).map(|m| m.step).collect();
+    assert_eq!(last, [13]);
+}
+
+#[test]
+fn profiling_times_every_pass_of_a_step() {
+    let data = dataset();
+    let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
+    assert!(ctx.pass_timer().is_none(), "no timestamps unless profiling");
+    if !ctx.device.features().contains(splat_render::wgpu::Features::TIMESTAMP_QUERY) {
+        eprintln!("skipped: the adapter has no timestamp queries");
+        return;
+    }
+    let mut trainer = start(&ctx, &data, ImagePlacement::Resident, 4);
+    trainer.step().unwrap();
+    let shared = ctx.ledger().owner_bytes(Owner::Shared);
+    ctx.start_profiling().unwrap();
+    for _ in 0..6 {
+        trainer.step().unwrap();
+    }
+    let profile = ctx.finish_profiling().unwrap();
+    assert_eq!(profile.untimed_frames, 0);
+    assert_eq!(profile.untimed_passes, 0);
+    // One frame a step: each step's passes, filed at the next step's start or at the end.
+    assert_eq!(profile.frames.len(), 6, "{profile:?}");
+    for frame in &profile.frames {
+        for stage in [
+            "projection",
+            "depth sort",
+            "scan",
+            "emit",
+            "tile sort",
+            "tile ranges",
+            "rasterize forward",
+            "loss",
+            "rasterize backward",
+            "projection backward",
+            "adam",
+        ] {
+            assert!(frame.passes.iter().any(|p| p.stage == stage), "no {stage} in {frame:?}");
+        }
+        assert!(frame.passes.iter().all(|p| p.ms.is_finite() && p.ms >= 0.0));
+        // Passes run in the order they were encoded.
+        assert!(frame.passes.windows(2).all(|w| w[1].start_ms >= w[0].start_ms));
+        assert!(frame.gap_before_ms("emit").is_some());
+        assert!(frame.total_ms() > 0.0);
+    }
+    // Profiling off again: no more timestamps, and its buffers are gone.
+    assert!(ctx.pass_timer().is_none());
+    assert_eq!(ctx.ledger().owner_bytes(Owner::Shared), shared);
+    drop(trainer);
+    assert!(ctx.take_uncaptured_errors().is_empty());
+}
