@@ -190,24 +190,24 @@ impl Profiler {
             }
         }
         if !self.passes.is_empty() {
-            match self.slots.iter_mut().find(|s| s.state == SlotState::Free) {
-                Some(slot) => {
-                    let queries = self.passes.len() as u32 * 2;
-                    encoder.resolve_query_set(&self.query_set, 0..queries, &self.resolve, 0);
-                    encoder.copy_buffer_to_buffer(
-                        &self.resolve,
-                        0,
-                        &slot.buffer,
-                        0,
-                        u64::from(queries) * 8,
-                    );
-                    slot.passes = std::mem::take(&mut self.passes);
-                    slot.state = SlotState::Copied;
-                }
-                None => {
-                    self.passes.clear();
-                    self.profile.untimed_frames += 1;
-                }
+            if let Some(slot) = self.slots.iter_mut().find(|s| s.state == SlotState::Free) {
+                let queries = self.passes.len() as u32 * 2;
+                encoder.resolve_query_set(&self.query_set, 0..queries, &self.resolve, 0);
+                encoder.copy_buffer_to_buffer(
+                    &self.resolve,
+                    0,
+                    &slot.buffer,
+                    0,
+                    u64::from(queries) * 8,
+                );
+                // The slot's list was emptied when it was read: swapping keeps both lists'
+                // capacity, so a frame allocates nothing.
+                std::mem::swap(&mut slot.passes, &mut self.passes);
+                self.passes.clear();
+                slot.state = SlotState::Copied;
+            } else {
+                self.passes.clear();
+                self.profile.untimed_frames += 1;
             }
         }
         woke

@@ -731,6 +731,7 @@ impl Trainer {
     /// Records and submits the rest of the step begun, for its `intersections`: the rest of
     /// the forward pass, the loss, the backward pass and Adam in one submit; then, on its
     /// schedule, densification (which reads statistics back: awaited).
+    #[expect(clippy::too_many_lines, reason = "one step reads best top to bottom, in GPU order")]
     pub async fn finish_step(&mut self, intersections: u32) -> Result<StepStats, GpuError> {
         let ctx = self.ctx.clone();
         let Some(view) = self.begun.take() else {
