@@ -141,7 +141,7 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
             }
             // A step's loss comes back a step or so after the step.
             Event::Metrics(m) => latest = Some(m),
-            Event::Prediction { peak_bytes, budget_bytes, max_splats } => {
+            Event::Prediction { peak_bytes, budget_bytes, max_splats, .. } => {
                 progress.println(&format!(
                     "predicted peak GPU memory {} for up to {max_splats} splats (budget {})",
                     human_bytes(peak_bytes),

@@ -59,7 +59,7 @@ use crate::dataset::Dataset;
 use crate::densify::{McmcConfig, Strategy};
 use crate::init::splats_from_points;
 use crate::loss::LossWeights;
-use crate::train::{LearningRates, TrainConfig, Trainer};
+use crate::train::{ImagePlacement, LearningRates, TrainConfig, Trainer};
 
 /// Tile intersections per splat that [`RunShape::new`] assumes: the most seen in any view of
 /// a real training run (desk-statue-colmap at 128×84 pixels, from its 1,443 COLMAP points,
@@ -201,6 +201,16 @@ impl RunShape {
     }
 }
 
+/// A run laid out under a memory budget ([`MemoryModel::plan_run`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunPlan {
+    /// The run at its requested splat count.
+    pub shape: RunShape,
+    pub placement: ImagePlacement,
+    /// The splat cap that fits.
+    pub max_splats: u32,
+}
+
 /// A predicted peak.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prediction {
@@ -283,6 +293,40 @@ impl MemoryModel {
             .collect();
         let peak_bytes = (tally.total() as f64 * self.margin.max(1.0)).ceil() as u64;
         Prediction { peak_bytes, by_category }
+    }
+
+    /// How a run of up to `max_splats` splats on `dataset` fits a memory budget: its
+    /// shape, where its images live and its splat cap (at most `max_splats`, at least 1),
+    /// under the budget and, when given, the device's binding limits. The images stay on the
+    /// GPU unless that would lower the cap: splats come first.
+    #[must_use]
+    pub fn plan_run(
+        &self,
+        dataset: &Dataset,
+        max_splats: u32,
+        sh_degree: u32,
+        budget_bytes: u64,
+        limits: Option<&wgpu::Limits>,
+    ) -> RunPlan {
+        let fit = |shape: &RunShape| {
+            let mut fits = self.max_splats_for_budget(budget_bytes, shape);
+            if let Some(limits) = limits {
+                fits = fits.min(self.max_splats_for_limits(limits, shape));
+            }
+            u32::try_from(fits).unwrap_or(u32::MAX).min(max_splats).max(1)
+        };
+        let resident = RunShape::for_dataset(dataset, u64::from(max_splats), sh_degree);
+        let streamed = resident.streamed();
+        match (fit(&resident), fit(&streamed)) {
+            (with_images, without) if with_images >= without => RunPlan {
+                shape: resident,
+                placement: ImagePlacement::Resident,
+                max_splats: with_images,
+            },
+            (_, without) => {
+                RunPlan { shape: streamed, placement: ImagePlacement::Streamed, max_splats: without }
+            }
+        }
     }
 
     /// The largest splat count whose predicted peak fits `budget_bytes` (0 if not even one

@@ -32,7 +32,7 @@ use crate::checkpoint::{self, Checkpoint};
 use crate::dataset::{Dataset, LoadOptions, load_dataset};
 use crate::densify::Strategy;
 use crate::init::upload_from_points;
-use crate::memory::{MemoryModel, RunShape};
+use crate::memory::{MemoryModel, RunPlan};
 use crate::train::{
     EvalStats, ImagePlacement, StepMetrics, StepStats, TrainConfig, TrainKernels, Trainer,
     resident_image_bytes,
@@ -190,6 +190,8 @@ pub enum Event {
         peak_bytes: u64,
         budget_bytes: u64,
         max_splats: u32,
+        /// Whether the run keeps every image on the GPU or streams them.
+        images: ImagePlacement,
     },
 }
 
@@ -651,7 +653,14 @@ impl Task {
         config: &TrainConfig,
     ) -> (TrainConfig, ImagePlacement) {
         let model = MemoryModel::default();
-        let (shape, placement, max_splats) = self.plan_run(&model, dataset, config);
+        let limits = self.ctx.device.limits();
+        let RunPlan { shape, placement, max_splats } = model.plan_run(
+            dataset,
+            config.max_splats,
+            config.sh_degree,
+            self.memory_budget,
+            Some(&limits),
+        );
         if placement == ImagePlacement::Streamed {
             self.warn(format!(
                 "the dataset's images ({} bytes) do not fit the memory budget beside the splats: \
@@ -677,35 +686,10 @@ impl Task {
             peak_bytes: peak,
             budget_bytes: self.memory_budget,
             max_splats,
+            images: placement,
         })
         .await;
         (config, placement)
-    }
-
-    /// The run's shape, where its images live and its splat cap under the budget and the
-    /// device's binding limits. The images stay on the GPU unless that lowers the cap.
-    fn plan_run(
-        &self,
-        model: &MemoryModel,
-        dataset: &Dataset,
-        config: &TrainConfig,
-    ) -> (RunShape, ImagePlacement, u32) {
-        let limits = self.ctx.device.limits();
-        let fit = |shape: &RunShape| {
-            let fits = model
-                .max_splats_for_budget(self.memory_budget, shape)
-                .min(model.max_splats_for_limits(&limits, shape));
-            u32::try_from(fits).unwrap_or(u32::MAX).min(config.max_splats).max(1)
-        };
-        let resident =
-            RunShape::for_dataset(dataset, u64::from(config.max_splats), config.sh_degree);
-        let streamed = resident.streamed();
-        match (fit(&resident), fit(&streamed)) {
-            (with_images, without) if with_images >= without => {
-                (resident, ImagePlacement::Resident, with_images)
-            }
-            (_, without) => (streamed, ImagePlacement::Streamed, without),
-        }
     }
 
     async fn resume(&mut self) {
@@ -926,8 +910,16 @@ impl Task {
         let owner = Owner::Run(self.next_run);
         self.next_run += 1;
         let config = checkpoint.snapshot.config.clone();
-        let (_, placement, _) =
-            self.plan_run(&MemoryModel::default(), &dataset, &checkpoint.snapshot.config);
+        let saved = &checkpoint.snapshot.config;
+        let placement = MemoryModel::default()
+            .plan_run(
+                &dataset,
+                saved.max_splats,
+                saved.sh_degree,
+                self.memory_budget,
+                Some(&self.ctx.device.limits()),
+            )
+            .placement;
         match Trainer::from_snapshot_with(
             Arc::clone(&self.kernels),
             &self.ctx,

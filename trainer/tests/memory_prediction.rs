@@ -231,3 +231,31 @@ fn large_runs_match_the_prediction() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// The images stay on the GPU unless they would lower the splat cap; the prediction counts
+/// whichever placement the plan chose.
+#[test]
+fn images_stay_resident_unless_they_cost_splats() {
+    use splat_trainer::train::{ImagePlacement, resident_image_bytes};
+    let data = desk_statue(256);
+    let model = MemoryModel::default();
+    let requested = 50_000;
+    let roomy = model.plan_run(&data, requested, 3, u64::MAX / 4, None);
+    assert_eq!(roomy.placement, ImagePlacement::Resident);
+    assert_eq!(roomy.max_splats, requested);
+    let images = |plan: &splat_trainer::memory::RunPlan| {
+        model.predict(&plan.shape).category_bytes(splat_render::Category::DatasetImages)
+    };
+    assert_eq!(images(&roomy), resident_image_bytes(&data));
+
+    // A budget that fits the requested splats only if the images are streamed.
+    let streamed_peak = model.predict(&roomy.shape.streamed()).peak_bytes;
+    let tight = model.plan_run(&data, requested, 3, streamed_peak, None);
+    assert_eq!(tight.placement, ImagePlacement::Streamed);
+    let resident_cap = model.max_splats_for_budget(streamed_peak, &roomy.shape);
+    assert!(u64::from(tight.max_splats) > resident_cap, "streaming bought splats");
+    let (w, h) = data
+        .views()
+        .fold((0, 0), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)));
+    assert_eq!(images(&tight), 2 * u64::from(w) * u64::from(h) * 4);
+}

@@ -15,7 +15,7 @@ use splat_trainer::memory::{MemoryModel, RunShape, default_budget};
 use splat_trainer::render::view_controller::{ViewController, scene_focus, scene_up};
 use splat_trainer::render::{Camera, GpuContext, LedgerSnapshot};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
-use splat_trainer::train::{LearningRates, StepMetrics, StepStats, TrainConfig};
+use splat_trainer::train::{ImagePlacement, LearningRates, StepMetrics, StepStats, TrainConfig};
 
 use super::files::{FileEvent, Files, OpenKind, Opened, SaveKind};
 use super::history::History;
@@ -217,6 +217,8 @@ pub struct SplatApp {
     /// The memory panel's ledger snapshot and when it was taken.
     pub(super) ledger_view: Option<(Instant, LedgerSnapshot)>,
     pub(super) prediction: Option<(u64, u64, u32)>,
+    /// Where the current run keeps its images (from the task's prediction).
+    images: ImagePlacement,
     pub(super) log: VecDeque<LogLine>,
     pub(super) toast: Option<(Instant, Level, String)>,
     pub(super) view: ViewController,
@@ -287,6 +289,7 @@ impl SplatApp {
             memory: None,
             ledger_view: None,
             prediction: None,
+            images: ImagePlacement::Resident,
             log: VecDeque::new(),
             toast: None,
             view: ViewController::framing(Vec3::ZERO, 1.0, Vec3::NEG_Y),
@@ -596,8 +599,9 @@ impl SplatApp {
                 self.error(message);
             }
             Event::Pong { .. } => {}
-            Event::Prediction { peak_bytes, budget_bytes, max_splats } => {
+            Event::Prediction { peak_bytes, budget_bytes, max_splats, images } => {
                 self.prediction = Some((peak_bytes, budget_bytes, max_splats));
+                self.images = images;
             }
         }
     }
@@ -702,13 +706,13 @@ impl SplatApp {
     pub(super) fn predicted(&self) -> Option<(u64, u64)> {
         let dataset = &self.dataset.as_ref()?.dataset;
         let model = MemoryModel::default();
-        let shape = RunShape::for_dataset(
-            dataset,
-            u64::from(self.settings.max_splats),
-            self.settings.sh_degree,
-        );
+        let budget = self.settings.budget_bytes();
+        // The task also caps by the device's binding limits; the budget is what the user sets.
+        let shape = model
+            .plan_run(dataset, self.settings.max_splats, self.settings.sh_degree, budget, None)
+            .shape;
         let peak = model.predict(&shape).peak_bytes;
-        let fits = model.max_splats_for_budget(self.settings.budget_bytes(), &shape);
+        let fits = model.max_splats_for_budget(budget, &shape);
         Some((peak, fits))
     }
 
@@ -719,6 +723,7 @@ impl SplatApp {
         let splats = run.last?.splats;
         let dataset = &self.dataset.as_ref()?.dataset;
         let shape = RunShape::for_dataset(dataset, u64::from(splats), self.settings.sh_degree);
+        let shape = if self.images == ImagePlacement::Streamed { shape.streamed() } else { shape };
         Some((run.id, splats, MemoryModel::default().predict(&shape).peak_bytes))
     }
 
