@@ -283,7 +283,8 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
     if args.profile {
         let profile = ctx.finish_profiling()?;
         let frames = &profile.frames;
-        let busy_ms = frames.iter().map(splat_trainer::render::FrameTimings::total_ms).sum::<f64>() / frames.len().max(1) as f64;
+        let busy_ms = frames.iter().map(splat_trainer::render::FrameTimings::total_ms).sum::<f64>()
+            / frames.len().max(1) as f64;
         println!(
             "per pass over {} steps (GPU ms; {} steps untimed):",
             frames.len(),

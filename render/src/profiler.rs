@@ -219,8 +219,7 @@ impl Profiler {
                 continue;
             }
             let queries = slot.passes.len() * 2;
-            let ticks: Vec<u64> = match slot.buffer.slice(..queries as u64 * 8).get_mapped_range()
-            {
+            let ticks: Vec<u64> = match slot.buffer.slice(..queries as u64 * 8).get_mapped_range() {
                 Ok(view) => view
                     .chunks_exact(8)
                     .map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
@@ -325,7 +324,9 @@ impl GpuContext {
         // Another thread (the poller) may be the one running the mapping callbacks: wait
         // until every slot says it is readable.
         let pending = |p: &Profiler| {
-            p.slots.iter().any(|s| s.state == SlotState::Mapping && !s.ready.load(Ordering::Acquire))
+            p.slots
+                .iter()
+                .any(|s| s.state == SlotState::Mapping && !s.ready.load(Ordering::Acquire))
         };
         while pending(&profiler) {
             self.wait_idle()?;

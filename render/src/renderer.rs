@@ -14,6 +14,8 @@ use crate::kernels::{
     DispatchLimits, FloatAtomics, IntersectUniform, Kernel, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS,
     RasterUniform, RenderUniform,
 };
+use std::sync::{Mutex, PoisonError};
+
 use crate::profiler::PassTimer;
 use crate::{Camera, Category, GpuBuffer, GpuContext, GpuError, Owner};
 
@@ -201,8 +203,7 @@ impl Renderer {
         scratch.ensure(ctx, self, n, camera.width * camera.height, num_tiles)?;
         let uniform = render_uniform(splats, camera, settings, (tiles_x, tiles_y));
         ctx.queue.write_buffer(&scratch.uniform, 0, bytemuck::bytes_of(&uniform));
-        let intersect =
-            IntersectUniform { num_splats: n, num_intersections: 0, tiles_x, tiles_y };
+        let intersect = IntersectUniform { num_splats: n, num_intersections: 0, tiles_x, tiles_y };
         ctx.queue.write_buffer(&scratch.intersect_uniform, 0, bytemuck::bytes_of(&intersect));
         let raster = RasterUniform {
             image_size: [camera.width, camera.height],
@@ -218,12 +219,8 @@ impl Renderer {
 
         self.encode_projection(ctx, splats, scratch)?;
         scratch.last_frame = None;
-        scratch.begun = Some(BegunFrame {
-            splats: n,
-            width: camera.width,
-            height: camera.height,
-            intersect,
-        });
+        scratch.begun =
+            Some(BegunFrame { splats: n, width: camera.width, height: camera.height, intersect });
         Ok(())
     }
 
@@ -263,10 +260,18 @@ impl Renderer {
                 &scratch.sort_intersections,
             )?;
             let bind = self.intersect_bind_group(ctx, IntersectStage::TileRanges, scratch);
-            dispatch(ctx, encoder, "tile ranges", &self.tile_ranges, &bind, self.groups(intersections));
+            dispatch(
+                ctx,
+                encoder,
+                "tile ranges",
+                &self.tile_ranges,
+                &bind,
+                self.groups(intersections),
+            );
         }
         let bind = bind_group(
             ctx,
+            scratch,
             &self.rasterize_forward,
             "rasterize_forward",
             &[
@@ -310,9 +315,10 @@ impl Renderer {
                 &scratch.depth_keys,
                 &scratch.splat_ids,
             ];
-            let buffers: Vec<&wgpu::Buffer> =
-                std::iter::once(&*scratch.uniform).chain(splats.buffers()).chain(outputs).collect();
-            let bind = bind_group(ctx, &self.project_forward, "project_forward", &buffers);
+            let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
+            let [o0, o1, o2, o3] = outputs;
+            let buffers = [&*scratch.uniform, p0, p1, p2, p3, p4, p5, p6, p7, o0, o1, o2, o3];
+            let bind = bind_group(ctx, scratch, &self.project_forward, "project_forward", &buffers);
             dispatch(ctx, &mut encoder, "projection", &self.project_forward, &bind, self.groups(n));
             ctx.profile_stage("depth sort");
             self.sort.encode(
@@ -406,6 +412,7 @@ impl Renderer {
         encoder.clear_buffer(&scratch.v_projected, 0, None);
         let bind = bind_group(
             ctx,
+            scratch,
             &self.rasterize_backward,
             "rasterize_backward",
             &[
@@ -428,13 +435,31 @@ impl Renderer {
             self.limits.grid(tiles_x * tiles_y),
         );
         if n > 0 {
-            let buffers: Vec<&wgpu::Buffer> = std::iter::once(&*scratch.uniform)
-                .chain(splats.buffers())
-                .chain(std::iter::once(&*scratch.v_projected))
-                .chain(grads.buffers())
-                .chain(std::iter::once(&*grads.densify))
-                .collect();
-            let bind = bind_group(ctx, &self.project_backward, "project_backward", &buffers);
+            let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
+            let [g0, g1, g2, g3, g4, g5, g6, g7] = grads.buffers();
+            let buffers = [
+                &*scratch.uniform,
+                p0,
+                p1,
+                p2,
+                p3,
+                p4,
+                p5,
+                p6,
+                p7,
+                &scratch.v_projected,
+                g0,
+                g1,
+                g2,
+                g3,
+                g4,
+                g5,
+                g6,
+                g7,
+                &grads.densify,
+            ];
+            let bind =
+                bind_group(ctx, scratch, &self.project_backward, "project_backward", &buffers);
             dispatch(
                 ctx,
                 encoder,
@@ -466,23 +491,30 @@ impl Renderer {
             (7, &scratch.isect_splats),
             (8, &scratch.ranges),
         ];
-        let (pipeline, used): (&wgpu::ComputePipeline, &[u32]) = match stage {
-            IntersectStage::GatherCounts => (&self.gather_counts, &[0, 2, 3, 4]),
-            IntersectStage::Emit => (&self.emit, &[0, 1, 2, 3, 5, 6, 7]),
-            IntersectStage::TileRanges => (&self.tile_ranges, &[0, 6, 8]),
+        let (pipeline, label, used): (&wgpu::ComputePipeline, _, &[u32]) = match stage {
+            IntersectStage::GatherCounts => (&self.gather_counts, "gather_counts", &[0, 2, 3, 4]),
+            IntersectStage::Emit => (&self.emit, "emit", &[0, 1, 2, 3, 5, 6, 7]),
+            IntersectStage::TileRanges => (&self.tile_ranges, "tile_ranges", &[0, 6, 8]),
         };
-        let entries: Vec<wgpu::BindGroupEntry<'_>> = all
-            .iter()
-            .filter(|(binding, _)| used.contains(binding))
-            .map(|(binding, buffer)| wgpu::BindGroupEntry {
-                binding: *binding,
-                resource: buffer.as_entire_binding(),
+        let mut key = [&*scratch.intersect_uniform; 9];
+        for (slot, (binding, buffer)) in all.iter().filter(|(b, _)| used.contains(b)).enumerate() {
+            key[slot] = buffer;
+            debug_assert!(*binding < 9);
+        }
+        scratch.cached_bind_group(label, &key[..used.len()], || {
+            let entries: Vec<wgpu::BindGroupEntry<'_>> = all
+                .iter()
+                .filter(|(binding, _)| used.contains(binding))
+                .map(|(binding, buffer)| wgpu::BindGroupEntry {
+                    binding: *binding,
+                    resource: buffer.as_entire_binding(),
+                })
+                .collect();
+            ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("intersect"),
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &entries,
             })
-            .collect();
-        ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("intersect"),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
         })
     }
 }
@@ -517,24 +549,29 @@ fn render_uniform(
     }
 }
 
+/// The bind group of `buffers` at bindings 0, 1, … for `pipeline`, made once and kept in
+/// `scratch` while the same buffers come back.
 fn bind_group(
     ctx: &GpuContext,
+    scratch: &FrameScratch,
     pipeline: &wgpu::ComputePipeline,
-    label: &str,
+    label: &'static str,
     buffers: &[&wgpu::Buffer],
 ) -> wgpu::BindGroup {
-    let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
-        .iter()
-        .enumerate()
-        .map(|(i, buffer)| wgpu::BindGroupEntry {
-            binding: i as u32,
-            resource: buffer.as_entire_binding(),
+    scratch.cached_bind_group(label, buffers, || {
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, buffer)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: buffer.as_entire_binding(),
+            })
+            .collect();
+        ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
         })
-        .collect();
-    ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some(label),
-        layout: &pipeline.get_bind_group_layout(0),
-        entries: &entries,
     })
 }
 
@@ -614,6 +651,18 @@ pub struct FrameScratch {
     pub image: GpuBuffer,
     final_t: GpuBuffer,
     last_entry: GpuBuffer,
+    /// Bind groups of earlier frames; see [`FrameScratch::cached_bind_group`].
+    bindings: Mutex<Vec<CachedBindGroup>>,
+}
+
+/// A bind group and the buffers it binds (handles: they keep those buffers alive, which is
+/// why a holder of splats it rendered calls [`FrameScratch::forget_bindings`] when it drops
+/// them).
+#[derive(Debug)]
+struct CachedBindGroup {
+    label: &'static str,
+    buffers: Vec<wgpu::Buffer>,
+    group: wgpu::BindGroup,
 }
 
 fn scratch_buffer(
@@ -684,7 +733,42 @@ impl FrameScratch {
             image: scratch_buffer(ctx, "image", 0, STORAGE, owner)?,
             final_t: scratch_buffer(ctx, "final transmittance", 0, STORAGE, owner)?,
             last_entry: scratch_buffer(ctx, "last entry", 0, STORAGE, owner)?,
+            bindings: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The bind group `label` over `buffers`: the one made last time when the same buffers
+    /// come back (so a steady scene makes none per frame), else a new one from `make`, which
+    /// replaces the old (one per label: a buffer that grew or splats that changed leave
+    /// nothing behind after the next frame).
+    fn cached_bind_group(
+        &self,
+        label: &'static str,
+        buffers: &[&wgpu::Buffer],
+        make: impl FnOnce() -> wgpu::BindGroup,
+    ) -> wgpu::BindGroup {
+        let mut cache = self.bindings.lock().unwrap_or_else(PoisonError::into_inner);
+        let same = |c: &CachedBindGroup| {
+            c.label == label
+                && c.buffers.len() == buffers.len()
+                && c.buffers.iter().zip(buffers).all(|(a, b)| a == *b)
+        };
+        if let Some(cached) = cache.iter().find(|c| same(c)) {
+            return cached.group.clone();
+        }
+        cache.retain(|c| c.label != label);
+        let group = make();
+        let buffers = buffers.iter().map(|b| (*b).clone()).collect();
+        cache.push(CachedBindGroup { label, buffers, group: group.clone() });
+        group
+    }
+
+    /// Drops the kept bind groups and with them every handle to buffers outside this scratch
+    /// (splats, gradients, the caller's `v_image`). Call it when those buffers are dropped
+    /// (after a refinement, after a viewer's frame), so that the memory goes when the ledger
+    /// says it does.
+    pub fn forget_bindings(&self) {
+        self.bindings.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
 
     /// The number of tile intersections that [`Renderer::forward_begin`] counted, once the GPU

@@ -323,9 +323,11 @@ impl MemoryModel {
                 placement: ImagePlacement::Resident,
                 max_splats: with_images,
             },
-            (_, without) => {
-                RunPlan { shape: streamed, placement: ImagePlacement::Streamed, max_splats: without }
-            }
+            (_, without) => RunPlan {
+                shape: streamed,
+                placement: ImagePlacement::Streamed,
+                max_splats: without,
+            },
         }
     }
 

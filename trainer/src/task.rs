@@ -473,22 +473,23 @@ impl Task {
                     (TaskState::Ready | TaskState::Training | TaskState::Paused, None) => {
                         self.warn("no settings for a new run: start one first").await;
                     }
-                    (state, _) => self.warn(format!("cannot start a new run while {state:?}")).await,
+                    (state, _) => {
+                        self.warn(format!("cannot start a new run while {state:?}")).await
+                    }
                 }
             }
             Command::Pause => match self.trainer.as_mut() {
-                Some(trainer) if self.state == TaskState::Training => match trainer
-                    .pause_async()
-                    .await
-                {
-                    Ok(()) => {
-                        self.emit_metrics().await;
-                        self.set_state(TaskState::Paused).await;
-                        self.refresh_viewer().await;
-                        self.memory().await;
+                Some(trainer) if self.state == TaskState::Training => {
+                    match trainer.pause_async().await {
+                        Ok(()) => {
+                            self.emit_metrics().await;
+                            self.set_state(TaskState::Paused).await;
+                            self.refresh_viewer().await;
+                            self.memory().await;
+                        }
+                        Err(e) => self.fail_run(&format!("pause failed: {e}")).await,
                     }
-                    Err(e) => self.fail_run(&format!("pause failed: {e}")).await,
-                },
+                }
                 _ => self.warn(format!("nothing to pause while {:?}", self.state)).await,
             },
             Command::Resume => self.resume().await,
@@ -530,7 +531,8 @@ impl Task {
                     eval: dataset.eval.len(),
                     init_points: dataset.init_points.as_ref().map_or(0, PointCloud::len),
                     dataset: SharedDataset(Arc::clone(&dataset)),
-                }).await;
+                })
+                .await;
                 self.dataset = Some(dataset);
                 self.set_state(TaskState::Ready).await;
             }
@@ -630,7 +632,8 @@ impl Task {
                     run: self.next_run - 1,
                     splats: trainer.splat_count(),
                     steps: config.steps,
-                }).await;
+                })
+                .await;
                 self.trainer = Some(trainer);
                 self.run_started = Instant::now();
                 self.set_state(TaskState::Training).await;
@@ -785,7 +788,8 @@ impl Task {
     async fn fail_run(&mut self, message: &str) {
         self.error(message).await;
         self.teardown().await;
-        self.set_state(if self.dataset.is_some() { TaskState::Ready } else { TaskState::Empty }).await;
+        self.set_state(if self.dataset.is_some() { TaskState::Ready } else { TaskState::Empty })
+            .await;
     }
 
     /// Copies the current run's splats into the viewer slot, reusing the slot's buffers when
@@ -903,7 +907,8 @@ impl Task {
                 path.display(),
                 checkpoint.dataset.path,
                 here.path
-            )).await;
+            ))
+            .await;
             return;
         }
         self.teardown().await;
@@ -935,7 +940,8 @@ impl Task {
                     run: self.next_run - 1,
                     splats: trainer.splat_count(),
                     steps: trainer.config().steps,
-                }).await;
+                })
+                .await;
                 self.trainer = Some(trainer);
                 match paused {
                     Ok(()) => {

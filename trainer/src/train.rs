@@ -273,7 +273,6 @@ impl Targets {
             }
         }
     }
-
 }
 
 /// A view's image: its index among the train (or eval) views, and the streaming slot it goes
@@ -861,6 +860,10 @@ impl Trainer {
             }
             ctx.queue.submit([encoder.finish()]);
         }
+        if refine.is_some() {
+            // The frame's kept bind groups hold the old state's buffers: let them go now.
+            scratch.frame.forget_bindings();
+        }
         let splats = state.splats.count;
         self.run = Some(Run::Active(state, scratch));
         self.step = step_number;
@@ -892,11 +895,8 @@ impl Trainer {
     pub async fn evaluate_async(&mut self) -> Result<EvalStats, GpuError> {
         let ctx = self.ctx.clone();
         let dataset = Arc::clone(&self.dataset);
-        let (views, eval) = if dataset.eval.is_empty() {
-            (&dataset.train, false)
-        } else {
-            (&dataset.eval, true)
-        };
+        let (views, eval) =
+            if dataset.eval.is_empty() { (&dataset.train, false) } else { (&dataset.eval, true) };
         // Streamed: the slot of the last step's target is free (the other holds the next
         // step's).
         let slot = 1 - (self.step % 2) as usize;
@@ -920,9 +920,10 @@ impl Trainer {
             )?;
             let intersections = scratch.frame.intersections(&ctx).await?;
             let layout = ctx.checked("evaluation", || {
-                let mut encoder = ctx
-                    .device
-                    .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("eval") });
+                let mut encoder =
+                    ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("eval"),
+                    });
                 self.kernels.renderer.forward_finish(
                     &ctx,
                     &mut encoder,
@@ -992,8 +993,10 @@ async fn download_optimizer(
     let mut moments = Vec::with_capacity(8);
     for m in state.adam.moments() {
         let floats = (m.m.size() / 4) as usize;
-        moments
-            .push((read_f32_async(ctx, &m.m, floats).await?, read_f32_async(ctx, &m.v, floats).await?));
+        moments.push((
+            read_f32_async(ctx, &m.m, floats).await?,
+            read_f32_async(ctx, &m.v, floats).await?,
+        ));
     }
     let floats = (state.grads.densify.size() / 4) as usize;
     let densify = read_f32_async(ctx, &state.grads.densify, floats).await?;

@@ -16,11 +16,10 @@ use splat_trainer::train::{
 };
 
 fn dataset() -> Arc<Dataset> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data/datasets/desk-statue-colmap");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/datasets/desk-statue-colmap");
     Arc::new(
-        load_dataset(&path, &LoadOptions { max_resolution: 48, ..LoadOptions::default() })
-            .unwrap(),
+        load_dataset(&path, &LoadOptions { max_resolution: 48, ..LoadOptions::default() }).unwrap(),
     )
 }
 
@@ -52,8 +51,15 @@ fn start(ctx: &GpuContext, data: &Arc<Dataset>, placement: ImagePlacement, run: 
         config: config(),
     };
     let kernels = Arc::new(TrainKernels::new(ctx));
-    Trainer::from_snapshot_with(kernels, ctx, Arc::clone(data), snapshot, placement, Owner::Run(run))
-        .unwrap()
+    Trainer::from_snapshot_with(
+        kernels,
+        ctx,
+        Arc::clone(data),
+        snapshot,
+        placement,
+        Owner::Run(run),
+    )
+    .unwrap()
 }
 
 /// Steps `steps` times and returns every step's metrics, in order (the last ones waited for).
@@ -89,9 +95,8 @@ fn resident_and_streamed_images_train_alike() {
     drop(resident);
 
     let mut streamed = start(&ctx, &data, ImagePlacement::Streamed, 2);
-    let (w, h) = data
-        .views()
-        .fold((0, 0), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)));
+    let (w, h) =
+        data.views().fold((0, 0), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)));
     assert_eq!(images(2), 2 * u64::from(w) * u64::from(h) * 4, "two image buffers");
     let b = train(&mut streamed, 25);
     let eval_b = streamed.evaluate().unwrap();

@@ -253,6 +253,9 @@ impl Worker {
         self.scratch_splats = self.scratch_splats.max(splats.count);
         let settings = RenderSettings { background: request.background, ..Default::default() };
         renderer.forward(&self.gpu, &splats, &camera, &settings, scratch)?;
+        // The splats are the run's or a file's, and go when the viewer lets them go: keep no
+        // handle to them in the scratch's bind groups (a frame here is on demand, not per step).
+        scratch.forget_bindings();
         let texture_id = ensure_target(
             &self.gpu,
             &self.render_state,

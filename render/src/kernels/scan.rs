@@ -19,6 +19,7 @@
 //! both scans use the second call's parameters. Use one scratch per scan of a submit.
 
 use std::num::NonZeroU64;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::context::{GpuBuffer, GpuContext, GpuError};
 use crate::ledger::{Category, Owner};
@@ -217,6 +218,20 @@ pub struct ScanScratch {
     /// Bound where a binding is not used (empty input, offsets of the top level, …).
     unused_read: GpuBuffer,
     unused_write: GpuBuffer,
+    /// The last scan prepared with this scratch: the same buffers and count again (the
+    /// renderer's per-splat scan, the depth sort's table between refinements) reuse its
+    /// parameters and bind groups. Its handles are of buffers that live as long as the
+    /// scratch's owner's.
+    prepared: Mutex<Option<CachedScan>>,
+}
+
+#[derive(Debug)]
+struct CachedScan {
+    input: wgpu::Buffer,
+    output: wgpu::Buffer,
+    total: wgpu::Buffer,
+    count: u32,
+    prepared: Arc<PreparedScan>,
 }
 
 impl ScanScratch {
@@ -435,6 +450,7 @@ impl PrefixScan {
             param_slots,
             unused_read: unused("scan unused binding (read)")?,
             unused_write: unused("scan unused binding (write)")?,
+            prepared: Mutex::new(None),
         })
     }
 
@@ -475,8 +491,18 @@ impl PrefixScan {
         total: &wgpu::Buffer,
         count: u32,
         scratch: &ScanScratch,
-    ) -> Result<PreparedScan, EncodeError> {
+    ) -> Result<Arc<PreparedScan>, EncodeError> {
         self.check_arguments(input, output, total, count, scratch)?;
+        let mut cache = scratch.prepared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(cached) = cache.as_ref()
+            && cached.count == count
+            && cached.input == *input
+            && cached.output == *output
+            && cached.total == *total
+        {
+            // Its parameters are still in the scratch: only prepare writes them.
+            return Ok(Arc::clone(&cached.prepared));
+        }
         let levels = plan(count, self.limits);
         debug_assert!(
             levels.iter().map(Vec::len).sum::<usize>() <= scratch.param_slots as usize,
@@ -551,7 +577,15 @@ impl PrefixScan {
                 grid: self.limits.grid(chunk.blocks()),
             });
         }
-        Ok(PreparedScan { dispatches })
+        let prepared = Arc::new(PreparedScan { dispatches });
+        *cache = Some(CachedScan {
+            input: input.clone(),
+            output: output.clone(),
+            total: total.clone(),
+            count,
+            prepared: Arc::clone(&prepared),
+        });
+        Ok(prepared)
     }
 
     /// The argument checks of [`PrefixScan::encode_exclusive`].

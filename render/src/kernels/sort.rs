@@ -17,11 +17,12 @@
 
 use crate::context::{GpuBuffer, GpuContext, GpuError};
 use crate::kernels::scan::{
-    DispatchLimits, EncodeError, PARAM_STRIDE, PrefixScan, ScanScratch, check_buffer,
+    DispatchLimits, EncodeError, PARAM_STRIDE, PrefixScan, PreparedScan, ScanScratch, check_buffer,
     dynamic_uniform_entry, param_slot, range, storage_entry,
 };
 use crate::ledger::{Category, Owner};
 use crate::profiler::PassTimer;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Invocations per workgroup. Keep in sync with sort.wgsl.
 pub const WORKGROUP_SIZE: u32 = 256;
@@ -99,6 +100,23 @@ pub struct SortScratch {
     scan: ScanScratch,
     /// One parameter slot per pass, `PARAM_STRIDE` bytes apart.
     params: GpuBuffer,
+    /// The last sort encoded with this scratch; the same buffers, count and key bits again
+    /// (the depth sort between refinements) reuse its parameters and bind groups. Its handles
+    /// are of buffers that live as long as the scratch's owner's.
+    prepared: Mutex<Option<PreparedSort>>,
+}
+
+#[derive(Debug)]
+struct PreparedSort {
+    keys: wgpu::Buffer,
+    values: wgpu::Buffer,
+    count: u32,
+    key_bits: u32,
+    passes: usize,
+    block_count: u32,
+    scan: Arc<PreparedScan>,
+    /// (count digits, scatter) for even passes (caller → scratch) and odd ones (back).
+    bind_groups: [(wgpu::BindGroup, wgpu::BindGroup); 2],
 }
 
 impl SortScratch {
@@ -236,6 +254,7 @@ impl RadixSort {
                 Category::Other,
                 owner,
             )?,
+            prepared: Mutex::new(None),
         })
     }
 
@@ -276,6 +295,54 @@ impl RadixSort {
             return Ok(());
         }
 
+        let mut prepared = scratch.prepared.lock().unwrap_or_else(PoisonError::into_inner);
+        let current = prepared.as_ref().is_some_and(|p| {
+            p.count == count && p.key_bits == key_bits && p.keys == *keys && p.values == *values
+        });
+        if !current {
+            *prepared = Some(self.prepare(ctx, scratch, keys, values, count, key_bits)?);
+        }
+        let Some(prepared) = prepared.as_ref() else { return Ok(()) };
+        let other = (&*scratch.keys, &*scratch.values);
+
+        {
+            let timer = ctx.pass_timer();
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("radix sort"),
+                timestamp_writes: timer.as_ref().map(PassTimer::writes),
+            });
+            let grid = self.limits.grid(prepared.block_count);
+            for index in 0..prepared.passes {
+                let (count_group, scatter_group) = &prepared.bind_groups[index % 2];
+                let offset = index as u32 * PARAM_STRIDE as u32;
+                pass.set_pipeline(&self.count_digits);
+                pass.set_bind_group(0, count_group, &[offset]);
+                pass.dispatch_workgroups(grid.0, grid.1, 1);
+                self.scan.record(&mut pass, &prepared.scan);
+                pass.set_pipeline(&self.scatter);
+                pass.set_bind_group(0, scatter_group, &[offset]);
+                pass.dispatch_workgroups(grid.0, grid.1, 1);
+            }
+        }
+        if prepared.passes % 2 == 1 {
+            let bytes = u64::from(count) * 4;
+            encoder.copy_buffer_to_buffer(other.0, 0, keys, 0, bytes);
+            encoder.copy_buffer_to_buffer(other.1, 0, values, 0, bytes);
+        }
+        Ok(())
+    }
+
+    /// Uploads the parameters of every pass and makes the bind groups and the histogram
+    /// scan of a sort of `count` pairs on `key_bits` bits.
+    fn prepare(
+        &self,
+        ctx: &GpuContext,
+        scratch: &SortScratch,
+        keys: &wgpu::Buffer,
+        values: &wgpu::Buffer,
+        count: u32,
+        key_bits: u32,
+    ) -> Result<PreparedSort, EncodeError> {
         let passes = pass_params(count, key_bits);
         let block_count = passes[0].block_count;
         // The scan of the histogram table is the same every pass: prepared once.
@@ -296,36 +363,19 @@ impl RadixSort {
         // Even passes read the caller's buffers and write the scratch's; odd ones the reverse.
         let caller = (keys, values);
         let other = (&*scratch.keys, &*scratch.values);
-        let bind_groups = [
-            self.pass_bind_groups(ctx, scratch, caller, other, count),
-            self.pass_bind_groups(ctx, scratch, other, caller, count),
-        ];
-
-        {
-            let timer = ctx.pass_timer();
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("radix sort"),
-                timestamp_writes: timer.as_ref().map(PassTimer::writes),
-            });
-            let grid = self.limits.grid(block_count);
-            for index in 0..passes.len() {
-                let (count_group, scatter_group) = &bind_groups[index % 2];
-                let offset = index as u32 * PARAM_STRIDE as u32;
-                pass.set_pipeline(&self.count_digits);
-                pass.set_bind_group(0, count_group, &[offset]);
-                pass.dispatch_workgroups(grid.0, grid.1, 1);
-                self.scan.record(&mut pass, &scan);
-                pass.set_pipeline(&self.scatter);
-                pass.set_bind_group(0, scatter_group, &[offset]);
-                pass.dispatch_workgroups(grid.0, grid.1, 1);
-            }
-        }
-        if passes.len() % 2 == 1 {
-            let bytes = u64::from(count) * 4;
-            encoder.copy_buffer_to_buffer(other.0, 0, keys, 0, bytes);
-            encoder.copy_buffer_to_buffer(other.1, 0, values, 0, bytes);
-        }
-        Ok(())
+        Ok(PreparedSort {
+            keys: keys.clone(),
+            values: values.clone(),
+            count,
+            key_bits,
+            passes: passes.len(),
+            block_count,
+            scan,
+            bind_groups: [
+                self.pass_bind_groups(ctx, scratch, caller, other, count),
+                self.pass_bind_groups(ctx, scratch, other, caller, count),
+            ],
+        })
     }
 
     /// Bind groups of a pass reading `from` and writing `to`: (count digits, scatter).

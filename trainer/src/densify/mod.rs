@@ -333,8 +333,8 @@ impl Densifier {
                 let mut state = state;
                 let mut stats = None;
                 if config.refines_at(step) {
-                    let (refined, refine_stats) =
-                        self.refine(ctx, state, step, true, owner, |old| {
+                    let (refined, refine_stats) = self
+                        .refine(ctx, state, step, true, owner, |old| {
                             let mut rng = SplitMix64::for_step(seed, step);
                             plan::plan_default(
                                 config,

@@ -242,6 +242,21 @@ pub struct LossScratch {
     owner: Owner,
     /// The last encode, for `read_metrics`.
     last: Mutex<Option<SumsLayout>>,
+    /// Bind groups of earlier encodes, one per (image, target, gradient, size): a training
+    /// run renders into one image and reads a fixed set of targets, so after the first
+    /// epoch an encode makes none. Entries for another rendered image are dropped when one
+    /// appears (the image buffer grew), so no stale buffer is kept alive.
+    bindings: Mutex<Vec<LossBindings>>,
+}
+
+#[derive(Debug)]
+struct LossBindings {
+    rendered: wgpu::Buffer,
+    target: wgpu::Buffer,
+    v_image: Option<wgpu::Buffer>,
+    pixels: u64,
+    forward: wgpu::BindGroup,
+    backward: Option<wgpu::BindGroup>,
 }
 
 impl LossScratch {
@@ -302,6 +317,7 @@ impl LossScratch {
             tile_capacity: tiles,
             owner,
             last: Mutex::new(None),
+            bindings: Mutex::new(Vec::new()),
         })
     }
 
@@ -563,8 +579,42 @@ impl ImageLoss {
     }
 
     /// The bind groups of one encode: the forward's, and the backward's when there is a
-    /// gradient to write. The images are bound for exactly `pixels` pixels.
+    /// gradient to write (made once per set of buffers and size; see `LossScratch::bindings`).
     fn bind_groups(
+        &self,
+        ctx: &GpuContext,
+        rendered: &wgpu::Buffer,
+        target: &wgpu::Buffer,
+        pixels: u64,
+        v_image: Option<&wgpu::Buffer>,
+        scratch: &LossScratch,
+    ) -> (wgpu::BindGroup, Option<wgpu::BindGroup>) {
+        let mut cache = scratch.bindings.lock().unwrap_or_else(PoisonError::into_inner);
+        let found = cache.iter().find(|b| {
+            b.rendered == *rendered
+                && b.target == *target
+                && b.pixels == pixels
+                && b.v_image.as_ref() == v_image
+        });
+        if let Some(b) = found {
+            return (b.forward.clone(), b.backward.clone());
+        }
+        cache.retain(|b| b.rendered == *rendered);
+        let (forward, backward) =
+            self.make_bind_groups(ctx, rendered, target, pixels, v_image, scratch);
+        cache.push(LossBindings {
+            rendered: rendered.clone(),
+            target: target.clone(),
+            v_image: v_image.cloned(),
+            pixels,
+            forward: forward.clone(),
+            backward: backward.clone(),
+        });
+        (forward, backward)
+    }
+
+    /// The images are bound for exactly `pixels` pixels.
+    fn make_bind_groups(
         &self,
         ctx: &GpuContext,
         rendered: &wgpu::Buffer,
@@ -756,7 +806,6 @@ impl MetricsRing {
         }
         Ok(())
     }
-
 }
 
 /// The first `bytes` of `buffer`.

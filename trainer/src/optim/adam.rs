@@ -4,6 +4,8 @@
 //! ([`GpuSplats`]), so densification can reallocate parameters and moments together with the
 //! same gather. They are registered in the ledger as optimizer state of the run.
 
+use std::sync::{Mutex, PoisonError};
+
 use bytemuck::{Pod, Zeroable};
 use splat_render::kernels::DispatchLimits;
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, SplatGradients};
@@ -67,6 +69,18 @@ pub struct AdamState {
     pub opacities: Moments,
     pub sh: [Moments; 4],
     uniforms: GpuBuffer,
+    /// The bind group of each parameter buffer, made at the first step and kept while the
+    /// same parameter and gradient buffers come back (a new state, after a refinement, makes
+    /// its own). Holds handles of those buffers, which belong to the same run state and are
+    /// dropped with it.
+    bindings: Mutex<Option<Bindings>>,
+}
+
+#[derive(Debug)]
+struct Bindings {
+    /// (parameter, gradient) buffers the groups bind.
+    buffers: Vec<(wgpu::Buffer, wgpu::Buffer)>,
+    groups: Vec<wgpu::BindGroup>,
 }
 
 const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
@@ -114,6 +128,7 @@ impl AdamState {
                 Category::Other,
                 owner,
             )?,
+            bindings: Mutex::new(None),
         })
     }
 
@@ -215,23 +230,18 @@ impl Adam {
         t: u32,
         lr: impl Fn(ParamGroup) -> f32,
     ) {
-        let params: Vec<(&wgpu::Buffer, &wgpu::Buffer, ParamGroup)> = splats
-            .buffers()
-            .into_iter()
-            .zip(grads.buffers())
-            .zip(GROUPS)
-            .map(|((param, grad), group)| (param, grad, group))
-            .collect();
+        let params = splats.buffers();
+        let grads = grads.buffers();
         let t = t.max(1) as i32;
         let correction1 = 1.0 - self.beta1.powi(t);
         let correction2 = (1.0 - self.beta2.powi(t)).sqrt();
-        let mut slots = vec![0_u8; (SLOT as usize) * BUFFERS];
-        for (slot, ((param, _, group), _)) in params.iter().zip(state.moments()).enumerate() {
+        let mut slots = [0_u8; SLOT as usize * BUFFERS];
+        for (slot, (param, group)) in params.iter().zip(GROUPS).enumerate() {
             let uniform = AdamUniform {
                 count: (param.size() / 4) as u32,
                 beta1: self.beta1,
                 beta2: self.beta2,
-                step_size: lr(*group) * correction2 / correction1,
+                step_size: lr(group) * correction2 / correction1,
                 eps_hat: self.eps * correction2,
                 _pad: [0; 3],
             };
@@ -240,7 +250,17 @@ impl Adam {
         }
         ctx.queue.write_buffer(&state.uniforms, 0, &slots);
 
-        let layout = self.pipeline.get_bind_group_layout(0);
+        let mut bindings = state.bindings.lock().unwrap_or_else(PoisonError::into_inner);
+        let current = bindings.as_ref().is_some_and(|b| {
+            b.buffers
+                .iter()
+                .zip(params.iter().zip(grads))
+                .all(|((p, g), (param, grad))| p == *param && g == grad)
+        });
+        if !current {
+            *bindings = Some(self.bindings(ctx, state, &params, &grads));
+        }
+        let Some(bindings) = bindings.as_ref() else { return };
         ctx.profile_stage("adam");
         let timer = ctx.pass_timer();
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -248,30 +268,57 @@ impl Adam {
             timestamp_writes: timer.as_ref().map(splat_render::PassTimer::writes),
         });
         pass.set_pipeline(&self.pipeline);
-        for (slot, ((param, grad, _), moments)) in params.iter().zip(state.moments()).enumerate() {
+        for (slot, (param, bind)) in params.iter().zip(&bindings.groups).enumerate() {
             let count = (param.size() / 4) as u32;
-            let bind = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("adam"),
-                layout: &layout,
-                entries: &[
-                    wgpu::BindGroupEntry {
-                        binding: 0,
-                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: &state.uniforms,
-                            offset: 0,
-                            size: wgpu::BufferSize::new(size_of::<AdamUniform>() as u64),
-                        }),
-                    },
-                    wgpu::BindGroupEntry { binding: 1, resource: param.as_entire_binding() },
-                    wgpu::BindGroupEntry { binding: 2, resource: grad.as_entire_binding() },
-                    wgpu::BindGroupEntry { binding: 3, resource: moments.m.as_entire_binding() },
-                    wgpu::BindGroupEntry { binding: 4, resource: moments.v.as_entire_binding() },
-                ],
-            });
-            pass.set_bind_group(0, &bind, &[(slot as u64 * SLOT) as u32]);
+            pass.set_bind_group(0, bind, &[(slot as u64 * SLOT) as u32]);
             let (x, y) = self.limits.grid(count.div_ceil(256));
             pass.dispatch_workgroups(x, y, 1);
         }
+    }
+
+    /// One bind group per parameter buffer: its uniform slot (dynamic offset), the
+    /// parameters, their gradients and both moments.
+    fn bindings(
+        &self,
+        ctx: &GpuContext,
+        state: &AdamState,
+        params: &[&wgpu::Buffer; BUFFERS],
+        grads: &[&wgpu::Buffer; BUFFERS],
+    ) -> Bindings {
+        let layout = self.pipeline.get_bind_group_layout(0);
+        let groups = params
+            .iter()
+            .zip(grads)
+            .zip(state.moments())
+            .map(|((param, grad), moments)| {
+                ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("adam"),
+                    layout: &layout,
+                    entries: &[
+                        wgpu::BindGroupEntry {
+                            binding: 0,
+                            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                                buffer: &state.uniforms,
+                                offset: 0,
+                                size: wgpu::BufferSize::new(size_of::<AdamUniform>() as u64),
+                            }),
+                        },
+                        wgpu::BindGroupEntry { binding: 1, resource: param.as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 2, resource: grad.as_entire_binding() },
+                        wgpu::BindGroupEntry {
+                            binding: 3,
+                            resource: moments.m.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 4,
+                            resource: moments.v.as_entire_binding(),
+                        },
+                    ],
+                })
+            })
+            .collect();
+        let buffers = params.iter().zip(grads).map(|(p, g)| ((*p).clone(), (*g).clone())).collect();
+        Bindings { buffers, groups }
     }
 }
 
