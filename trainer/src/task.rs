@@ -208,12 +208,38 @@ pub enum TaskError {
 /// Called by the task after each event it sends.
 pub type Notify = Arc<dyn Fn() + Send + Sync>;
 
+/// "An event was sent": set by the task after each event, waited for by
+/// [`TaskHandle::event_timeout`] (tokio's receiver has no blocking receive with a timeout).
+#[derive(Debug, Default)]
+struct News {
+    sent: Mutex<bool>,
+    changed: std::sync::Condvar,
+}
+
+impl News {
+    fn tell(&self) {
+        *self.sent.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.changed.notify_all();
+    }
+
+    /// Waits at most `timeout` for news since the last wait; false if none came.
+    fn wait(&self, timeout: Duration) -> bool {
+        let sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut sent, _) = self
+            .changed
+            .wait_timeout_while(sent, timeout, |sent| !*sent)
+            .unwrap_or_else(PoisonError::into_inner);
+        std::mem::take(&mut *sent)
+    }
+}
+
 /// The sending side, held by the UI or the command line.
 #[derive(Debug)]
 pub struct TaskHandle {
     commands: Sender<Command>,
     /// Behind a mutex so that reading events needs only `&self` (one reader at a time).
     events: Mutex<Receiver<Event>>,
+    news: Arc<News>,
     viewer: ViewerSlot,
     thread: Option<JoinHandle<()>>,
 }
@@ -228,6 +254,14 @@ impl TaskHandle {
     /// for a repaint there, so it wakes exactly when there is news). `notify` runs on the
     /// trainer thread: keep it short and non-blocking.
     pub fn spawn_with_notify(ctx: GpuContext, notify: Notify) -> Result<Self, TaskError> {
+        let news = Arc::new(News::default());
+        let notify: Notify = {
+            let news = Arc::clone(&news);
+            Arc::new(move || {
+                news.tell();
+                notify();
+            })
+        };
         let (commands, command_rx) = channel(COMMAND_CAPACITY);
         let (event_tx, events) = channel(EVENT_CAPACITY);
         let viewer = ViewerSlot::default();
@@ -241,7 +275,7 @@ impl TaskHandle {
                 runtime.block_on(Task::new(ctx, command_rx, event_tx, slot, notify).run());
             })
             .map_err(TaskError::Spawn)?;
-        Ok(Self { commands, events: Mutex::new(events), viewer, thread: Some(thread) })
+        Ok(Self { commands, events: Mutex::new(events), news, viewer, thread: Some(thread) })
     }
 
     /// The latest-splats slot for a viewer.
@@ -269,7 +303,8 @@ impl TaskHandle {
     }
 
     /// The next event, waiting at most `timeout` (for the command line and tests; a UI uses
-    /// [`TaskHandle::try_event`] and the notify hook). Checks every millisecond.
+    /// [`TaskHandle::try_event`] and the notify hook). Sleeps until the task says there is
+    /// news.
     #[must_use]
     pub fn event_timeout(&self, timeout: Duration) -> Option<Event> {
         let deadline = Instant::now() + timeout;
@@ -279,11 +314,10 @@ impl TaskHandle {
                 Err(TryRecvError::Disconnected) => return None,
                 Err(TryRecvError::Empty) => {}
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return None;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !self.news.wait(left) {
+                return self.receiver().try_recv().ok();
             }
-            std::thread::sleep((deadline - now).min(Duration::from_millis(1)));
         }
     }
 
@@ -474,7 +508,7 @@ impl Task {
                         self.warn("no settings for a new run: start one first").await;
                     }
                     (state, _) => {
-                        self.warn(format!("cannot start a new run while {state:?}")).await
+                        self.warn(format!("cannot start a new run while {state:?}")).await;
                     }
                 }
             }

@@ -274,39 +274,3 @@ fn legal(from: TaskState, to: TaskState) -> bool {
             | (Training | Paused, Paused | Ready | Training | Empty)
     ) || from == to
 }
-
-/// Nobody reads the events for hundreds of steps: the progress and loss events that do not
-/// fit the channel are dropped, and nothing of them piles up on the GPU or in the task.
-#[test]
-fn unread_progress_keeps_the_ledger_flat() {
-    let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
-    let task = TaskHandle::spawn(ctx.clone()).unwrap();
-    task.send(load_desk()).unwrap();
-    until(&task, |e| *e == Event::State(TaskState::Ready));
-    let steps = 700;
-    let config = TrainConfig {
-        strategy: Strategy::Default(DefaultConfig { start: u32::MAX, ..DefaultConfig::default() }),
-        ..config(steps)
-    };
-    task.send(Command::Start { config }).unwrap();
-    // The step the run has reached, from the viewer slot (refreshed every 10 steps): the
-    // events are not read.
-    let step = || task.viewer().latest().map_or(0, |v| v.step);
-    let wait_for = |target: u32| {
-        let start = Instant::now();
-        while step() < target {
-            assert!(start.elapsed() < WAIT, "stuck at step {}", step());
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    };
-    wait_for(50);
-    let early = ctx.ledger().total_bytes();
-    wait_for(steps - 20);
-    let late = ctx.ledger().total_bytes();
-    assert_eq!(early, late, "the ledger grew from step ~50 to step ~{}", steps - 20);
-    let events = until(&task, |e| matches!(e, Event::Finished { .. }));
-    let step_events = events.iter().filter(|e| matches!(e, Event::Step(_))).count();
-    assert!(step_events < steps as usize, "the channel was full: some progress was dropped");
-    drop(task);
-    assert_eq!(ctx.ledger().total_bytes() - ctx.ledger().owner_bytes(Owner::Shared), 0);
-}
