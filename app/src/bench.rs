@@ -204,8 +204,7 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
     };
     let init = splats_from_points(&points, args.sh_degree);
     let ctx = pollster::block_on(GpuContext::new_headless())?;
-    let (width, height) =
-        data.views().fold((0, 0), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)));
+    let (width, height) = data.largest_image();
     let config = TrainConfig {
         steps: args.steps,
         sh_degree: args.sh_degree,

@@ -181,7 +181,7 @@ impl RunShape {
     /// A run of up to `splats` splats on `dataset` (its largest view), its images on the GPU.
     #[must_use]
     pub fn for_dataset(dataset: &Dataset, splats: u64, sh_degree: u32) -> Self {
-        let (width, height) = largest_image(dataset);
+        let (width, height) = dataset.largest_image();
         Self {
             resident_images: crate::train::resident_image_bytes(dataset),
             ..Self::new(splats, sh_degree, width, height)
@@ -449,11 +449,6 @@ fn sort_scratch(tally: &mut Tally, capacity: u64) {
     tally.add(Category::RasterizerScratch, 2 * capacity.max(1) * 4 + 2 * table_len * 4);
     tally.add(Category::Other, 4 + SORT_PARAM_SLOTS * PARAM_STRIDE);
     scan_scratch(tally, table_len);
-}
-
-/// The largest image of any view (training or evaluation), as `StepScratch` sizes it.
-fn largest_image(dataset: &Dataset) -> (u32, u32) {
-    dataset.views().fold((1, 1), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)))
 }
 
 /// A default memory budget for training on `ctx`'s device, in bytes.

@@ -229,7 +229,7 @@ impl Targets {
                 Ok(Self::Resident { train, eval })
             }
             ImagePlacement::Streamed => {
-                let (width, height) = largest_image(dataset);
+                let (width, height) = dataset.largest_image();
                 let pixels = u64::from(width) * u64::from(height);
                 let slot = |i: usize| {
                     ctx.create_buffer(
@@ -291,7 +291,7 @@ impl StepScratch {
         placement: ImagePlacement,
         owner: Owner,
     ) -> Result<Self, GpuError> {
-        let (width, height) = largest_image(dataset);
+        let (width, height) = dataset.largest_image();
         let pixels = u64::from(width) * u64::from(height);
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
         let loss = kernels.loss.scratch(ctx, width, height, owner)?;
@@ -391,10 +391,6 @@ pub fn scene_extent(dataset: &Dataset) -> f32 {
 fn pack_rgba8(view: &View, out: &mut Vec<u32>) {
     out.clear();
     out.extend(view.image.pixels().map(|p| u32::from_le_bytes([p.0[0], p.0[1], p.0[2], 255])));
-}
-
-fn largest_image(dataset: &Dataset) -> (u32, u32) {
-    dataset.views().fold((1, 1), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)))
 }
 
 fn splitmix(state: &mut u64) -> u64 {

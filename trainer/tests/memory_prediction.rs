@@ -254,7 +254,6 @@ fn images_stay_resident_unless_they_cost_splats() {
     assert_eq!(tight.placement, ImagePlacement::Streamed);
     let resident_cap = model.max_splats_for_budget(streamed_peak, &roomy.shape);
     assert!(u64::from(tight.max_splats) > resident_cap, "streaming bought splats");
-    let (w, h) =
-        data.views().fold((0, 0), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)));
+    let (w, h) = data.largest_image();
     assert_eq!(images(&tight), 2 * u64::from(w) * u64::from(h) * 4);
 }

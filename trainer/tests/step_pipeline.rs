@@ -95,8 +95,7 @@ fn resident_and_streamed_images_train_alike() {
     drop(resident);
 
     let mut streamed = start(&ctx, &data, ImagePlacement::Streamed, 2);
-    let (w, h) =
-        data.views().fold((0, 0), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)));
+    let (w, h) = data.largest_image();
     assert_eq!(images(2), 2 * u64::from(w) * u64::from(h) * 4, "two image buffers");
     let b = train(&mut streamed, 25);
     let eval_b = streamed.evaluate().unwrap();

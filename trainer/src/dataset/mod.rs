@@ -193,6 +193,13 @@ impl Dataset {
         self.train.iter().chain(&self.eval)
     }
 
+    /// The largest width and height of any view (at least 1×1): what per-image buffers are
+    /// sized for.
+    #[must_use]
+    pub fn largest_image(&self) -> (u32, u32) {
+        self.views().fold((1, 1), |(w, h), v| (w.max(v.camera.width), h.max(v.camera.height)))
+    }
+
     /// The view with [`View::index`] `index`.
     #[must_use]
     pub fn view(&self, index: usize) -> Option<&View> {
