@@ -26,11 +26,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let renderer = Renderer::new(&ctx);
     let info = &ctx.adapter_info;
     println!(
-        "adapter: {} ({:?}, {:?}), float atomics: {:?}",
+        "adapter: {} ({:?}, {:?}), backward reduction: {:?}",
         info.name,
         info.backend,
         info.device_type,
-        renderer.float_atomics()
+        renderer.reduction()
     );
     println!(
         "{:>9} {:>6} {:>12} {:>12} {:>14} {:>15}",

@@ -2,8 +2,10 @@
 //! tile sort → rasterize) and backward (rasterize backward → project backward), on our own
 //! WGSL kernels. The math is render/MATH.md.
 //!
-//! One sync point per frame: after projection the number of tile intersections is read back,
-//! so the intersection buffers are sized from the real count. All per-frame buffers live in a
+//! One sync point per frame: after projection the frame's counts (visible splats, tile
+//! intersections, depth range) are read back, so the depth sort covers only the visible splats
+//! with only the key bits their depths need, and the intersection buffers are sized from the
+//! real count. Nothing is summed with float atomics: the same scene gives the same bits. All per-frame buffers live in a
 //! [`FrameScratch`] that only grows (by half again when it must), so rendering the same scene
 //! a thousand times leaves the ledger where the first frames left it.
 
@@ -11,8 +13,8 @@ use crate::gpu_splats::{GpuSplats, SplatGradients, read_f32};
 use crate::kernels::scan::{PrefixScan, ScanScratch};
 use crate::kernels::sort::{RadixSort, SortScratch};
 use crate::kernels::{
-    DispatchLimits, FloatAtomics, IntersectUniform, Kernel, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS,
-    RasterUniform, RenderUniform,
+    DispatchLimits, IntersectUniform, Kernel, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS,
+    RasterUniform, Reduction, RenderUniform,
 };
 use std::sync::{Mutex, PoisonError};
 
@@ -39,8 +41,31 @@ impl Default for RenderSettings {
 /// What one forward pass found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameStats {
+    /// Splats that touch a tile (depth-sorted and rasterized).
+    pub visible: u32,
     /// Splat-tile pairs rasterized.
     pub intersections: u32,
+}
+
+/// The counts the first half of a forward pass found ([`FrameScratch::counts`]), which the
+/// second half is encoded for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
+pub struct FrameCounts {
+    /// Splats that touch a tile.
+    pub visible: u32,
+    /// Splat-tile pairs.
+    pub intersections: u32,
+    /// Bits of the least and greatest visible depth (positive f32).
+    depth_min: u32,
+    depth_max: u32,
+}
+
+impl FrameCounts {
+    /// Key bits the depth sort needs: those of (greatest − least depth bits).
+    fn depth_key_bits(self) -> u32 {
+        32 - self.depth_max.saturating_sub(self.depth_min).leading_zeros()
+    }
 }
 
 const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
@@ -57,12 +82,14 @@ const PARAMS: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE.union(wgpu::Buffe
 pub struct Renderer {
     project_forward: wgpu::ComputePipeline,
     project_backward: wgpu::ComputePipeline,
+    compact: wgpu::ComputePipeline,
     gather_counts: wgpu::ComputePipeline,
     emit: wgpu::ComputePipeline,
     tile_ranges: wgpu::ComputePipeline,
+    gather_grads: wgpu::ComputePipeline,
     rasterize_forward: wgpu::ComputePipeline,
     rasterize_backward: wgpu::ComputePipeline,
-    atomics: FloatAtomics,
+    reduction: Reduction,
     limits: DispatchLimits,
     scan: PrefixScan,
     sort: RadixSort,
@@ -84,46 +111,49 @@ fn pipeline(ctx: &GpuContext, kernel: Kernel, entry: &str) -> wgpu::ComputePipel
 }
 
 impl Renderer {
-    /// Builds the pipelines; float atomics are used where the device has them.
+    /// Builds the pipelines; subgroup operations are used where the device has them.
     #[must_use]
     pub fn new(ctx: &GpuContext) -> Self {
-        let atomics = if ctx.device.features().contains(wgpu::Features::SHADER_FLOAT32_ATOMIC) {
-            FloatAtomics::Native
+        let reduction = if ctx.device.features().contains(wgpu::Features::SUBGROUP) {
+            Reduction::Subgroup
         } else {
-            FloatAtomics::CompareExchange
+            Reduction::Portable
         };
-        Self::with_atomics(ctx, atomics)
+        Self::with_reduction(ctx, reduction)
     }
 
-    /// Builds the pipelines with the given way of adding floats atomically (tests use this to
-    /// check the fallback on devices that have native atomics).
+    /// Builds the pipelines with the given backward reduction (tests use this to check the
+    /// portable one on devices that have subgroups).
     #[must_use]
-    pub fn with_atomics(ctx: &GpuContext, atomics: FloatAtomics) -> Self {
-        Self::with_limits(ctx, atomics, DispatchLimits::of(&ctx.device))
+    pub fn with_reduction(ctx: &GpuContext, reduction: Reduction) -> Self {
+        Self::with_limits(ctx, reduction, DispatchLimits::of(&ctx.device))
     }
 
     /// Builds the pipelines planning dispatches for `limits` (tests shrink them to exercise
     /// the 2D dispatch that large scenes and images need).
     #[must_use]
-    pub fn with_limits(ctx: &GpuContext, atomics: FloatAtomics, limits: DispatchLimits) -> Self {
+    pub fn with_limits(ctx: &GpuContext, reduction: Reduction, limits: DispatchLimits) -> Self {
         Self {
             project_forward: pipeline(ctx, Kernel::ProjectForward, "main"),
             project_backward: pipeline(ctx, Kernel::ProjectBackward, "main"),
+            compact: pipeline(ctx, Kernel::Intersect, "compact"),
             gather_counts: pipeline(ctx, Kernel::Intersect, "gather_counts"),
             emit: pipeline(ctx, Kernel::Intersect, "emit"),
             tile_ranges: pipeline(ctx, Kernel::Intersect, "tile_ranges"),
+            gather_grads: pipeline(ctx, Kernel::Intersect, "gather_grads"),
             rasterize_forward: pipeline(ctx, Kernel::RasterizeForward, "main"),
-            rasterize_backward: pipeline(ctx, Kernel::RasterizeBackward(atomics), "main"),
-            atomics,
+            rasterize_backward: pipeline(ctx, Kernel::RasterizeBackward(reduction), "main"),
+            reduction,
             limits,
             scan: PrefixScan::with_limits(ctx, limits),
             sort: RadixSort::with_limits(ctx, limits),
         }
     }
 
+    /// How the backward pass sums over a tile.
     #[must_use]
-    pub fn float_atomics(&self) -> FloatAtomics {
-        self.atomics
+    pub fn reduction(&self) -> Reduction {
+        self.reduction
     }
 
     /// Workgroups of 256 for `n` items, folded into 2D past the per-dimension limit. The
@@ -133,7 +163,7 @@ impl Renderer {
     }
 
     /// Renders `splats` from `camera` into `scratch.image` (`[H, W]` of rgb + alpha).
-    /// Blocks once, to read the number of tile intersections.
+    /// Blocks once, to read the frame's counts.
     pub fn forward(
         &self,
         ctx: &GpuContext,
@@ -143,17 +173,17 @@ impl Renderer {
         scratch: &mut FrameScratch,
     ) -> Result<FrameStats, GpuError> {
         self.forward_begin(ctx, splats, camera, settings, scratch)?;
-        let intersections = pollster::block_on(scratch.intersections(ctx))?;
+        let counts = pollster::block_on(scratch.counts(ctx))?;
         let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("render pass 2"),
         });
-        let stats = self.forward_finish(ctx, &mut encoder, scratch, intersections)?;
+        let stats = self.forward_finish(ctx, &mut encoder, scratch, counts)?;
         ctx.queue.submit([encoder.finish()]);
         Ok(stats)
     }
 
-    /// The first half of [`Renderer::forward`]: projects, depth-sorts and counts the tile
-    /// intersections (submitted). Await [`FrameScratch::intersections`], then record the rest
+    /// The first half of [`Renderer::forward`]: projects and counts the visible splats and
+    /// tile intersections (submitted). Await [`FrameScratch::counts`], then record the rest
     /// with [`Renderer::forward_finish`]. Calling it again before finishing starts over.
     pub fn forward_begin(
         &self,
@@ -169,18 +199,17 @@ impl Renderer {
     }
 
     /// The second half of a forward pass begun with [`Renderer::forward_begin`], for the
-    /// `intersections` it counted: emits and sorts the intersections, rasterizes. Recorded
-    /// into `encoder` (the caller submits it, with more work after it if it likes).
+    /// `counts` it found: compacts and depth-sorts the visible splats, emits and sorts the
+    /// intersections, rasterizes. Recorded into `encoder` (the caller submits it, with more
+    /// work after it if it likes).
     pub fn forward_finish(
         &self,
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
         scratch: &mut FrameScratch,
-        intersections: u32,
+        counts: FrameCounts,
     ) -> Result<FrameStats, GpuError> {
-        ctx.checked("render forward", || {
-            self.encode_forward_finish(ctx, encoder, scratch, intersections)
-        })
+        ctx.checked("render forward", || self.encode_forward_finish(ctx, encoder, scratch, counts))
     }
 
     fn encode_forward_begin(
@@ -203,8 +232,16 @@ impl Renderer {
         scratch.ensure(ctx, self, n, camera.width * camera.height, num_tiles)?;
         let uniform = render_uniform(splats, camera, settings, (tiles_x, tiles_y));
         ctx.queue.write_buffer(&scratch.uniform, 0, bytemuck::bytes_of(&uniform));
-        let intersect = IntersectUniform { num_splats: n, num_intersections: 0, tiles_x, tiles_y };
-        ctx.queue.write_buffer(&scratch.intersect_uniform, 0, bytemuck::bytes_of(&intersect));
+        let intersect = IntersectUniform {
+            num_splats: n,
+            num_visible: 0,
+            num_intersections: 0,
+            depth_min: 0,
+            tiles: [tiles_x, tiles_y],
+            image_size: [camera.width, camera.height],
+        };
+        let reset = FrameCounts { visible: 0, intersections: 0, depth_min: u32::MAX, depth_max: 0 };
+        ctx.queue.write_buffer(&scratch.totals, 0, bytemuck::bytes_of(&reset));
         let raster = RasterUniform {
             image_size: [camera.width, camera.height],
             tiles: [tiles_x, tiles_y],
@@ -229,7 +266,7 @@ impl Renderer {
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
         scratch: &mut FrameScratch,
-        intersections: u32,
+        counts: FrameCounts,
     ) -> Result<FrameStats, GpuError> {
         let Some(begun) = scratch.begun.take() else {
             return Err(GpuError::Validation {
@@ -238,23 +275,65 @@ impl Renderer {
             });
         };
         let n = begun.splats;
-        let (tiles_x, tiles_y) = (begun.intersect.tiles_x, begun.intersect.tiles_y);
+        let [tiles_x, tiles_y] = begun.intersect.tiles;
         let num_tiles = tiles_x * tiles_y;
-        // Pass 2: emit intersections, sort them by tile, find tile ranges, rasterize.
+        let FrameCounts { visible, intersections, .. } = counts;
+        if visible > n {
+            return Err(GpuError::Validation {
+                label: "render".into(),
+                message: format!("{visible} visible of {n} splats"),
+            });
+        }
+        // Pass 2: compact and depth-sort the visible splats, emit the intersections, sort
+        // them by tile, find tile ranges, rasterize.
         scratch.ensure_intersections(ctx, self, intersections)?;
-        let intersect = IntersectUniform { num_intersections: intersections, ..begun.intersect };
+        let intersect = IntersectUniform {
+            num_visible: visible,
+            num_intersections: intersections,
+            depth_min: counts.depth_min,
+            ..begun.intersect
+        };
         ctx.queue.write_buffer(&scratch.intersect_uniform, 0, bytemuck::bytes_of(&intersect));
         encoder.clear_buffer(&scratch.ranges, 0, None);
-        if intersections > 0 {
+        if visible > 0 {
+            let bind = self.intersect_bind_group(ctx, IntersectStage::Compact, scratch);
+            dispatch(ctx, encoder, "depth sort", &self.compact, &bind, self.groups(n));
+            let key_bits = counts.depth_key_bits();
+            if visible > 1 && key_bits > 0 {
+                ctx.profile_stage("depth sort");
+                self.sort.encode(
+                    ctx,
+                    encoder,
+                    &scratch.depth_keys,
+                    &scratch.splat_ids,
+                    visible,
+                    key_bits,
+                    &scratch.sort_splats,
+                )?;
+            }
+            let bind = self.intersect_bind_group(ctx, IntersectStage::GatherCounts, scratch);
+            dispatch(ctx, encoder, "emit", &self.gather_counts, &bind, self.groups(visible));
+            ctx.profile_stage("emit");
+            self.scan.encode_exclusive(
+                ctx,
+                encoder,
+                &scratch.counts,
+                &scratch.offsets,
+                &scratch.total,
+                visible,
+                &scratch.scan_visible,
+            )?;
             let bind = self.intersect_bind_group(ctx, IntersectStage::Emit, scratch);
-            dispatch(ctx, encoder, "emit", &self.emit, &bind, self.groups(n));
+            dispatch(ctx, encoder, "emit", &self.emit, &bind, self.groups(visible));
+        }
+        if intersections > 0 {
             let tile_bits = (32 - (num_tiles.max(2) - 1).leading_zeros()).max(1);
             ctx.profile_stage("tile sort");
             self.sort.encode(
                 ctx,
                 encoder,
                 &scratch.tile_ids,
-                &scratch.isect_splats,
+                &scratch.isect_ids,
                 intersections,
                 tile_bits,
                 &scratch.sort_intersections,
@@ -277,11 +356,12 @@ impl Renderer {
             &[
                 &scratch.raster_uniform,
                 &scratch.projected,
-                &scratch.isect_splats,
+                &scratch.isect_ids,
                 &scratch.ranges,
                 &scratch.image,
                 &scratch.final_t,
                 &scratch.last_entry,
+                &scratch.splat_of,
             ],
         );
         dispatch(
@@ -293,11 +373,12 @@ impl Renderer {
             self.limits.grid(num_tiles),
         );
         scratch.last_frame =
-            Some(LastFrame { splats: n, width: begun.width, height: begun.height });
-        Ok(FrameStats { intersections })
+            Some(LastFrame { splats: n, width: begun.width, height: begun.height, visible });
+        Ok(FrameStats { visible, intersections })
     }
 
-    /// Pass 1: project, sort by depth, count intersections (submitted).
+    /// Pass 1: project, flag and count the visible splats and their intersections
+    /// (submitted, with the copy of the counts that [`FrameScratch::counts`] maps).
     fn encode_projection(
         &self,
         ctx: &GpuContext,
@@ -309,30 +390,15 @@ impl Renderer {
             label: Some("render pass 1"),
         });
         if n > 0 {
-            let outputs = [
-                &*scratch.projected,
-                &scratch.tiles_touched,
-                &scratch.depth_keys,
-                &scratch.splat_ids,
-            ];
+            let outputs =
+                [&*scratch.projected, &scratch.tiles_touched, &scratch.counts, &scratch.totals];
             let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
             let [o0, o1, o2, o3] = outputs;
             let buffers = [&*scratch.uniform, p0, p1, p2, p3, p4, p5, p6, p7, o0, o1, o2, o3];
             let bind = bind_group(ctx, scratch, &self.project_forward, "project_forward", &buffers);
             dispatch(ctx, &mut encoder, "projection", &self.project_forward, &bind, self.groups(n));
-            ctx.profile_stage("depth sort");
-            self.sort.encode(
-                ctx,
-                &mut encoder,
-                &scratch.depth_keys,
-                &scratch.splat_ids,
-                n,
-                32,
-                &scratch.sort_splats,
-            )?;
-            let bind = self.intersect_bind_group(ctx, IntersectStage::GatherCounts, scratch);
-            dispatch(ctx, &mut encoder, "scan", &self.gather_counts, &bind, self.groups(n));
         }
+        // Each visible splat's place among them (for the compaction) and their number.
         ctx.profile_stage("scan");
         self.scan.encode_exclusive(
             ctx,
@@ -343,7 +409,8 @@ impl Renderer {
             n,
             &scratch.scan_splats,
         )?;
-        encoder.copy_buffer_to_buffer(&scratch.total, 0, &scratch.total_readback, 0, 4);
+        encoder.copy_buffer_to_buffer(&scratch.total, 0, &scratch.counts_readback, 0, 4);
+        encoder.copy_buffer_to_buffer(&scratch.totals, 4, &scratch.counts_readback, 4, 12);
         ctx.queue.submit([encoder.finish()]);
         Ok(())
     }
@@ -409,7 +476,6 @@ impl Renderer {
         let n = splats.count;
         let (tiles_x, tiles_y) =
             (frame.width.div_ceil(crate::TILE_SIZE), frame.height.div_ceil(crate::TILE_SIZE));
-        encoder.clear_buffer(&scratch.v_projected, 0, None);
         let bind = bind_group(
             ctx,
             scratch,
@@ -418,12 +484,13 @@ impl Renderer {
             &[
                 &scratch.raster_uniform,
                 &scratch.projected,
-                &scratch.isect_splats,
+                &scratch.isect_ids,
                 &scratch.ranges,
                 &scratch.final_t,
                 &scratch.last_entry,
                 v_image,
-                &scratch.v_projected,
+                &scratch.splat_of,
+                &scratch.partials,
             ],
         );
         dispatch(
@@ -433,6 +500,15 @@ impl Renderer {
             &self.rasterize_backward,
             &bind,
             self.limits.grid(tiles_x * tiles_y),
+        );
+        let bind = self.intersect_bind_group(ctx, IntersectStage::GatherGrads, scratch);
+        dispatch(
+            ctx,
+            encoder,
+            "rasterize backward",
+            &self.gather_grads,
+            &bind,
+            self.groups(frame.visible),
         );
         if n > 0 {
             let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
@@ -457,6 +533,7 @@ impl Renderer {
                 g6,
                 g7,
                 &grads.densify,
+                &scratch.tiles_touched,
             ];
             let bind =
                 bind_group(ctx, scratch, &self.project_backward, "project_backward", &buffers);
@@ -480,7 +557,7 @@ impl Renderer {
     ) -> wgpu::BindGroup {
         // Each entry point uses a subset of intersect.wgsl's bindings; the automatic layout
         // holds only those, so bind exactly them.
-        let all: [(u32, &wgpu::Buffer); 9] = [
+        let all: [(u32, &wgpu::Buffer); 13] = [
             (0, &scratch.intersect_uniform),
             (1, &scratch.projected),
             (2, &scratch.tiles_touched),
@@ -488,16 +565,24 @@ impl Renderer {
             (4, &scratch.counts),
             (5, &scratch.offsets),
             (6, &scratch.tile_ids),
-            (7, &scratch.isect_splats),
+            (7, &scratch.isect_ids),
             (8, &scratch.ranges),
+            (9, &scratch.depth_keys),
+            (10, &scratch.splat_of),
+            (11, &scratch.partials),
+            (12, &scratch.v_projected),
         ];
         let (pipeline, label, used): (&wgpu::ComputePipeline, _, &[u32]) = match stage {
+            IntersectStage::Compact => (&self.compact, "compact", &[0, 1, 3, 4, 5, 9]),
             IntersectStage::GatherCounts => (&self.gather_counts, "gather_counts", &[0, 2, 3, 4]),
-            IntersectStage::Emit => (&self.emit, "emit", &[0, 1, 2, 3, 5, 6, 7]),
+            IntersectStage::Emit => (&self.emit, "emit", &[0, 1, 3, 5, 6, 7, 10]),
             IntersectStage::TileRanges => (&self.tile_ranges, "tile_ranges", &[0, 6, 8]),
+            IntersectStage::GatherGrads => {
+                (&self.gather_grads, "gather_grads", &[0, 3, 4, 5, 11, 12])
+            }
         };
         // The buffers bound, in binding order (no allocation): the cache's key.
-        let mut key = [&*scratch.intersect_uniform; 9];
+        let mut key = [&*scratch.intersect_uniform; 13];
         for (slot, (_, buffer)) in all.iter().filter(|(b, _)| used.contains(b)).enumerate() {
             key[slot] = buffer;
         }
@@ -522,9 +607,11 @@ impl Renderer {
 /// The entry points of intersect.wgsl.
 #[derive(Clone, Copy, Debug)]
 enum IntersectStage {
+    Compact,
     GatherCounts,
     Emit,
     TileRanges,
+    GatherGrads,
 }
 
 fn render_uniform(
@@ -601,6 +688,7 @@ fn dispatch(
 #[derive(Clone, Copy, Debug)]
 struct LastFrame {
     splats: u32,
+    visible: u32,
     width: u32,
     height: u32,
 }
@@ -630,7 +718,9 @@ pub struct FrameScratch {
     intersect_uniform: GpuBuffer,
     raster_uniform: GpuBuffer,
     total: GpuBuffer,
-    total_readback: GpuBuffer,
+    /// [`FrameCounts`] as the projection adds them up (visible left 0: the scan's total).
+    totals: GpuBuffer,
+    counts_readback: GpuBuffer,
     // Per splat.
     projected: GpuBuffer,
     tiles_touched: GpuBuffer,
@@ -640,10 +730,14 @@ pub struct FrameScratch {
     offsets: GpuBuffer,
     v_projected: GpuBuffer,
     scan_splats: ScanScratch,
+    scan_visible: ScanScratch,
     sort_splats: SortScratch,
     // Per intersection.
     tile_ids: GpuBuffer,
-    isect_splats: GpuBuffer,
+    isect_ids: GpuBuffer,
+    splat_of: GpuBuffer,
+    /// dL/d(projected) of each intersection, summed over its tile: `[M, 9]`.
+    partials: GpuBuffer,
     sort_intersections: SortScratch,
     // Per tile and pixel.
     ranges: GpuBuffer,
@@ -715,8 +809,9 @@ impl FrameScratch {
                 PARAMS,
                 owner,
             )?,
-            total: scratch_buffer(ctx, "intersection total", 4, STORAGE, owner)?,
-            total_readback: scratch_buffer(ctx, "intersection total readback", 4, readback, owner)?,
+            total: scratch_buffer(ctx, "scan total", 4, STORAGE, owner)?,
+            totals: scratch_buffer(ctx, "frame totals", 16, STORAGE, owner)?,
+            counts_readback: scratch_buffer(ctx, "frame counts readback", 16, readback, owner)?,
             projected: scratch_buffer(ctx, "projected", 0, STORAGE, owner)?,
             tiles_touched: scratch_buffer(ctx, "tiles touched", 0, STORAGE, owner)?,
             depth_keys: scratch_buffer(ctx, "depth keys", 0, STORAGE, owner)?,
@@ -725,9 +820,12 @@ impl FrameScratch {
             offsets: scratch_buffer(ctx, "offsets", 0, STORAGE, owner)?,
             v_projected: scratch_buffer(ctx, "v_projected", 0, STORAGE, owner)?,
             scan_splats: renderer.scan.scratch(ctx, 1, owner)?,
+            scan_visible: renderer.scan.scratch(ctx, 1, owner)?,
             sort_splats: renderer.sort.scratch(ctx, 1, owner)?,
             tile_ids: scratch_buffer(ctx, "tile ids", 0, STORAGE, owner)?,
-            isect_splats: scratch_buffer(ctx, "intersection splats", 0, STORAGE, owner)?,
+            isect_ids: scratch_buffer(ctx, "intersection ids", 0, STORAGE, owner)?,
+            splat_of: scratch_buffer(ctx, "intersection splats", 0, STORAGE, owner)?,
+            partials: scratch_buffer(ctx, "intersection gradients", 0, STORAGE, owner)?,
             sort_intersections: renderer.sort.scratch(ctx, 1, owner)?,
             ranges: scratch_buffer(ctx, "tile ranges", 0, STORAGE, owner)?,
             image: scratch_buffer(ctx, "image", 0, STORAGE, owner)?,
@@ -771,12 +869,11 @@ impl FrameScratch {
         self.bindings.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
 
-    /// The number of tile intersections that [`Renderer::forward_begin`] counted, once the GPU
-    /// has it: the one wait of a forward pass. Awaiting does not block the thread (see
+    /// The counts that [`Renderer::forward_begin`] found, once the GPU has them: the one
+    /// wait of a forward pass. Awaiting does not block the thread (see
     /// [`GpuContext::read_mapped`]); dropping the future cancels the read.
-    pub async fn intersections(&self, ctx: &GpuContext) -> Result<u32, GpuError> {
-        ctx.read_mapped(&self.total_readback, 4, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .await
+    pub async fn counts(&self, ctx: &GpuContext) -> Result<FrameCounts, GpuError> {
+        ctx.read_mapped(&self.counts_readback, 16, |b| bytemuck::pod_read_unaligned(b)).await
     }
 
     /// The last forward pass's image size, if any.
@@ -813,6 +910,7 @@ impl FrameScratch {
             self.v_projected =
                 scratch_buffer(ctx, "v_projected", n * PROJECTED_GRAD_FLOATS * 4, STORAGE, owner)?;
             self.scan_splats = renderer.scan.scratch(ctx, cap, owner)?;
+            self.scan_visible = renderer.scan.scratch(ctx, cap, owner)?;
             self.sort_splats = renderer.sort.scratch(ctx, cap, owner)?;
             self.splat_capacity = cap;
         }
@@ -839,9 +937,17 @@ impl FrameScratch {
         if count > self.intersection_capacity {
             let cap = grown(count);
             let owner = self.owner;
-            self.tile_ids = scratch_buffer(ctx, "tile ids", u64::from(cap) * 4, STORAGE, owner)?;
-            self.isect_splats =
-                scratch_buffer(ctx, "intersection splats", u64::from(cap) * 4, STORAGE, owner)?;
+            let m = u64::from(cap);
+            self.tile_ids = scratch_buffer(ctx, "tile ids", m * 4, STORAGE, owner)?;
+            self.isect_ids = scratch_buffer(ctx, "intersection ids", m * 4, STORAGE, owner)?;
+            self.splat_of = scratch_buffer(ctx, "intersection splats", m * 4, STORAGE, owner)?;
+            self.partials = scratch_buffer(
+                ctx,
+                "intersection gradients",
+                m * PROJECTED_GRAD_FLOATS * 4,
+                STORAGE,
+                owner,
+            )?;
             self.sort_intersections = renderer.sort.scratch(ctx, cap, owner)?;
             self.intersection_capacity = cap;
         }

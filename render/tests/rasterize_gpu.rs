@@ -15,7 +15,7 @@
 
 use glam::{Mat4, Quat, Vec3};
 use splat_formats::{Loaded, Splats, load_file, sh_coeffs_for_degree};
-use splat_render::kernels::{DispatchLimits, FloatAtomics};
+use splat_render::kernels::{DispatchLimits, Reduction};
 use splat_render::reference;
 use splat_render::wgpu;
 use splat_render::{
@@ -290,9 +290,9 @@ fn gradients_match_reference() {
 }
 
 #[test]
-fn gradients_match_with_compare_exchange_atomics() {
+fn gradients_match_with_the_portable_reduction() {
     let ctx = context();
-    let gpu = Gpu { renderer: Renderer::with_atomics(&ctx, FloatAtomics::CompareExchange), ctx };
+    let gpu = Gpu { renderer: Renderer::with_reduction(&ctx, Reduction::Portable), ctx };
     let mut rng = Rng(3);
     let splats = random_scene(&mut rng, 100, 1);
     let cam = camera(40, 40, Mat4::IDENTITY);
@@ -396,8 +396,7 @@ fn two_dimensional_dispatch_gives_the_same_result() {
     let ctx = context();
     let limits =
         DispatchLimits { max_workgroups_per_dimension: 3, ..DispatchLimits::of(&ctx.device) };
-    let gpu =
-        Gpu { renderer: Renderer::with_limits(&ctx, FloatAtomics::CompareExchange, limits), ctx };
+    let gpu = Gpu { renderer: Renderer::with_limits(&ctx, Reduction::Portable, limits), ctx };
     let mut rng = Rng(17);
     let splats = random_scene(&mut rng, 2000, 1);
     let cam = camera(100, 90, Mat4::IDENTITY);

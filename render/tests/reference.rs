@@ -12,7 +12,7 @@ use glam::{Mat4, Quat, Vec3};
 use splat_formats::Splats;
 use splat_render::reference::sh::{SH_C0, SH_C1, SH_C2, SH_C3, sh_eval};
 use splat_render::reference::{
-    ALPHA_MAX, ALPHA_MIN, Branches, Projected, Settings, SplatParams, T_MIN, pixel_traces,
+    ALPHA_MAX, Branches, Projected, Settings, SplatParams, T_MIN, pixel_traces,
     project_backward_params, project_forward, project_forward_params, projection_branches,
     rasterize_backward, rasterize_forward, render, render_backward, render_backward_params,
     render_params,
@@ -769,7 +769,7 @@ fn fd_scene(case: &Case) {
     assert_few_skips(name, &report);
 }
 
-/// Pixels where compositing stopped at `T_MIN`: a candidate with α ≥ `ALPHA_MIN` was left out.
+/// Pixels where compositing stopped at `T_MIN`: a candidate with σ ≤ its cut was left out.
 fn stopped_pixels(projected: &[Projected], cam: &Camera) -> usize {
     let traces = pixel_traces(projected, cam);
     let mut stopped = 0;
@@ -777,12 +777,12 @@ fn stopped_pixels(projected: &[Projected], cam: &Camera) -> usize {
         for x in 0..cam.width {
             let candidates = projected
                 .iter()
-                .filter(|pr| pr.touches_tile(x / TILE_SIZE, y / TILE_SIZE))
+                .filter(|pr| pr.touches_tile(x / TILE_SIZE, y / TILE_SIZE, cam))
                 .filter(|pr| {
                     let d = [f64::from(x) + 0.5 - pr.mean2d[0], f64::from(y) + 0.5 - pr.mean2d[1]];
                     let sigma = 0.5 * (pr.conic[0] * d[0] * d[0] + pr.conic[2] * d[1] * d[1])
                         + pr.conic[1] * d[0] * d[1];
-                    sigma >= 0.0 && (pr.opacity * (-sigma).exp()).min(ALPHA_MAX) >= ALPHA_MIN
+                    (0.0..=pr.sigma_cut).contains(&sigma)
                 })
                 .count();
             if candidates > traces[(y * cam.width + x) as usize].contributions.len() {

@@ -432,12 +432,12 @@ impl Task {
         let counted = tokio::select! {
             biased;
             command = self.commands.recv() => Err(command),
-            count = trainer.intersections() => Ok(count),
+            counts = trainer.counts() => Ok(counts),
         };
         match counted {
             Err(command) => Some(command),
-            Ok(count) => {
-                self.finish_step(count).await;
+            Ok(counts) => {
+                self.finish_step(counts).await;
                 None
             }
         }
@@ -751,14 +751,17 @@ impl Task {
         }
     }
 
-    /// Finishes the step begun, for its intersection count, and reports it.
-    async fn finish_step(&mut self, intersections: Result<u32, splat_render::GpuError>) {
+    /// Finishes the step begun, for its counts, and reports it.
+    async fn finish_step(
+        &mut self,
+        counts: Result<splat_render::FrameCounts, splat_render::GpuError>,
+    ) {
         let Some(trainer) = self.trainer.as_mut() else {
             self.set_state(TaskState::Ready).await;
             return;
         };
-        let result = match intersections {
-            Ok(count) => trainer.finish_step(count).await,
+        let result = match counts {
+            Ok(counts) => trainer.finish_step(counts).await,
             Err(e) => Err(e),
         };
         let eval_every = trainer.config().eval_every;

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use splat_formats::Splats;
 use splat_render::gpu_splats::read_f32_async;
 use splat_render::{
-    Camera, Category, FrameScratch, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner,
+    Camera, Category, FrameCounts, FrameScratch, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner,
     RenderSettings, Renderer, wgpu,
 };
 
@@ -675,12 +675,12 @@ impl Trainer {
     /// [`Trainer::begin_step`]). Errors on a paused run.
     pub fn step(&mut self) -> Result<StepStats, GpuError> {
         self.begin_step()?;
-        let intersections = pollster::block_on(self.intersections())?;
-        pollster::block_on(self.finish_step(intersections))
+        let counts = pollster::block_on(self.counts())?;
+        pollster::block_on(self.finish_step(counts))
     }
 
-    /// Submits the first part of a step: the current view's projection, depth sort and
-    /// intersection count. Nothing of the run changes until [`Trainer::finish_step`]; calling
+    /// Submits the first part of a step: the current view's projection and its counts
+    /// (visible splats, tile intersections). Nothing of the run changes until [`Trainer::finish_step`]; calling
     /// this again starts the step over (a step abandoned for a command costs its projection).
     pub fn begin_step(&mut self) -> Result<(), GpuError> {
         let ctx = self.ctx.clone();
@@ -709,12 +709,12 @@ impl Trainer {
         Ok(())
     }
 
-    /// The tile intersections of the step begun: the step's one wait for the GPU. Awaiting
-    /// does not block the thread; dropping the future abandons the wait harmlessly.
-    pub async fn intersections(&self) -> Result<u32, GpuError> {
+    /// The counts of the step begun: the step's one wait for the GPU. Awaiting does not
+    /// block the thread; dropping the future abandons the wait harmlessly.
+    pub async fn counts(&self) -> Result<FrameCounts, GpuError> {
         match self.run.as_ref() {
             Some(Run::Active(_, scratch)) if self.begun.is_some() => {
-                scratch.frame.intersections(&self.ctx).await
+                scratch.frame.counts(&self.ctx).await
             }
             _ => Err(GpuError::Validation {
                 label: "train".into(),
@@ -723,11 +723,11 @@ impl Trainer {
         }
     }
 
-    /// Records and submits the rest of the step begun, for its `intersections`: the rest of
+    /// Records and submits the rest of the step begun, for its `counts`: the rest of
     /// the forward pass, the loss, the backward pass and Adam in one submit; then, on its
     /// schedule, densification (which reads statistics back: awaited).
     #[expect(clippy::too_many_lines, reason = "one step reads best top to bottom, in GPU order")]
-    pub async fn finish_step(&mut self, intersections: u32) -> Result<StepStats, GpuError> {
+    pub async fn finish_step(&mut self, counts: FrameCounts) -> Result<StepStats, GpuError> {
         let ctx = self.ctx.clone();
         let Some(view) = self.begun.take() else {
             return Err(GpuError::Validation {
@@ -738,6 +738,7 @@ impl Trainer {
         let step_number = self.step + 1;
         let camera = self.dataset.train[view].camera;
         let (rates, extent, step0) = (self.config.learning_rates, self.extent, self.step);
+        let sh_degree = self.active_sh_degree();
         let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
             return Err(if self.run.is_some() { paused() } else { torn_down() });
         };
@@ -749,12 +750,7 @@ impl Trainer {
             let mut encoder = ctx
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
-            kernels.renderer.forward_finish(
-                &ctx,
-                &mut encoder,
-                &mut scratch.frame,
-                intersections,
-            )?;
+            kernels.renderer.forward_finish(&ctx, &mut encoder, &mut scratch.frame, counts)?;
             let target = scratch.targets.get(TargetRef::Train(view, (step0 % 2) as usize));
             kernels.loss.encode(
                 &ctx,
@@ -788,6 +784,7 @@ impl Trainer {
                 &state.grads,
                 &state.adam,
                 step_number,
+                sh_degree,
                 |group| rates.at(group, step0, extent),
             );
             ctx.queue.submit([encoder.finish()]);
@@ -914,7 +911,7 @@ impl Trainer {
                 &settings,
                 &mut scratch.frame,
             )?;
-            let intersections = scratch.frame.intersections(&ctx).await?;
+            let counts = scratch.frame.counts(&ctx).await?;
             let layout = ctx.checked("evaluation", || {
                 let mut encoder =
                     ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -924,7 +921,7 @@ impl Trainer {
                     &ctx,
                     &mut encoder,
                     &mut scratch.frame,
-                    intersections,
+                    counts,
                 )?;
                 self.kernels.loss.encode(
                     &ctx,

@@ -87,7 +87,7 @@ fn gpu_adam_matches_cpu_adam() {
         }
         let mut encoder =
             ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-        adam.encode(&ctx, &mut encoder, &gpu, &grads, &state, t, lr);
+        adam.encode(&ctx, &mut encoder, &gpu, &grads, &state, t, 3, lr);
         ctx.queue.submit([encoder.finish()]);
         for ((group, p, m, v), (_, grad)) in cpu.iter_mut().zip(&g) {
             let rate = f64::from(lr(*group));

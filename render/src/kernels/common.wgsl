@@ -27,12 +27,21 @@ struct RenderUniform {
 // One projected splat. Keep in sync with `PROJECTED_BYTES` in kernels/mod.rs (48 bytes).
 struct Projected {
     mean2d: vec2<f32>,
-    depth: f32,
     opacity: f32,
-    // conic A, B, C and the radius in pixels (as f32).
-    conic_radius: vec4<f32>,
-    color: vec4<f32>,
+    // A pixel is composited only where σ ≤ sigma_cut (MATH.md step 8).
+    sigma_cut: f32,
+    // (A, B, C): σ = ½(A dx² + C dy²) + B dx dy.
+    conic: vec3<f32>,
+    // Camera-space z (positive), whose bits are the depth sort's key.
+    depth: f32,
+    color: vec3<f32>,
 }
+
+// σ at the 3σ ellipse: ½ · 3².
+const SIGMA_3: f32 = 4.5;
+// The pixel-centre rect of a tile is tested with this much slack on σ, so rounding never
+// drops a tile that a pixel of it composites (MATH.md step 8).
+const TILE_SLACK: f32 = 1e-4;
 
 fn all_finite3(v: vec3<f32>) -> bool {
     // NaN fails every comparison; infinities fail the bound.
@@ -43,12 +52,65 @@ fn sigmoid(x: f32) -> f32 {
     return 1.0 / (1.0 + exp(-x));
 }
 
-// Tile rect of a splat: [min, max) per axis, as 3DGS's getRect.
-fn tile_rect(mean2d: vec2<f32>, radius: f32, tiles: vec2<u32>) -> vec4<u32> {
+// Where a splat can be composited: σ ≤ min(3σ's 4.5, ln(opacity / ALPHA_MIN)) (MATH.md step 8).
+// Negative when the opacity is below ALPHA_MIN (the splat is culled).
+fn sigma_cut(opacity: f32) -> f32 {
+    return min(SIGMA_3, log(opacity / ALPHA_MIN));
+}
+
+// Half-extents in pixels of the ellipse σ ≤ cut: sqrt(2 cut Σ'₀₀), sqrt(2 cut Σ'₁₁), with Σ'
+// the inverse of the conic.
+fn ellipse_extent(conic: vec3<f32>, cut: f32) -> vec2<f32> {
+    let det = conic.x * conic.z - conic.y * conic.y;
+    return sqrt(2.0 * cut * vec2<f32>(conic.z, conic.x) / det);
+}
+
+// Tiles [min, max) per axis of the extent's bounding box.
+fn tile_span(mean2d: vec2<f32>, extent: vec2<f32>, tiles: vec2<u32>) -> vec4<u32> {
     let t = vec2<f32>(tiles);
-    let lo = clamp(floor((mean2d - radius) / f32(TILE)), vec2<f32>(0.0), t);
-    let hi = clamp(floor((mean2d + radius + f32(TILE) - 1.0) / f32(TILE)), vec2<f32>(0.0), t);
+    let lo = clamp(floor((mean2d - extent) / f32(TILE)), vec2<f32>(0.0), t);
+    let hi = clamp(floor((mean2d + extent) / f32(TILE)) + 1.0, vec2<f32>(0.0), t);
     return vec4<u32>(vec2<u32>(lo), vec2<u32>(hi));
+}
+
+fn conic_sigma(conic: vec3<f32>, d: vec2<f32>) -> f32 {
+    return 0.5 * (conic.x * d.x * d.x + conic.z * d.y * d.y) + conic.y * d.x * d.y;
+}
+
+// Whether some pixel centre of tile `tile` (inside the image) can have σ ≤ cut: the least σ
+// over the rect of those centres, which lies on its boundary when the mean is outside.
+fn tile_touched(mean2d: vec2<f32>, conic: vec3<f32>, cut: f32, tile: vec2<u32>,
+                image_size: vec2<u32>) -> bool {
+    let lo = vec2<f32>(tile * TILE) + 0.5 - mean2d;
+    let hi = vec2<f32>(min((tile + 1u) * TILE, image_size)) - 0.5 - mean2d;
+    if all(lo <= vec2<f32>(0.0)) && all(hi >= vec2<f32>(0.0)) {
+        return true;
+    }
+    var least = 3.4e38;
+    for (var k = 0u; k < 2u; k++) {
+        let dx = select(lo.x, hi.x, k == 1u);
+        let dy = select(lo.y, hi.y, k == 1u);
+        // Along the edge x = dx the least σ is at y = −B dx / C, clamped to the edge; likewise
+        // along y = dy.
+        least = min(least, conic_sigma(conic, vec2<f32>(dx, clamp(-conic.y * dx / conic.z, lo.y, hi.y))));
+        least = min(least, conic_sigma(conic, vec2<f32>(clamp(-conic.y * dy / conic.x, lo.x, hi.x), dy)));
+    }
+    return least <= cut * (1.0 + TILE_SLACK) + TILE_SLACK;
+}
+
+// Number of tiles a projected splat touches (0 = none), each found by `tile_touched` within
+// the bounding box of its extent. The projection counts with it and `emit` walks the same
+// tiles in the same order, from the same stored values.
+fn tiles_hit(mean2d: vec2<f32>, conic: vec3<f32>, cut: f32, tiles: vec2<u32>,
+             image_size: vec2<u32>) -> u32 {
+    let span = tile_span(mean2d, ellipse_extent(conic, cut), tiles);
+    var hits = 0u;
+    for (var ty = span.y; ty < span.w; ty++) {
+        for (var tx = span.x; tx < span.z; tx++) {
+            hits += u32(tile_touched(mean2d, conic, cut, vec2<u32>(tx, ty), image_size));
+        }
+    }
+    return hits;
 }
 
 // Rotation matrix of a unit quaternion (w, x, y, z). Columns as WGSL stores them.

@@ -1,27 +1,40 @@
-// Tile intersections, between the depth sort and the tile sort.
+// Tile intersections, between the projection and the rasterizer, and the backward gather.
 //
-// gather_counts: counts[j] = tiles touched by the j-th splat in depth order.
-// emit: for the j-th splat in depth order, one (tile id, splat id) pair per tile of its rect,
-//   at offsets[j].. (an exclusive scan of counts). Pairs come out in depth order, so a
-//   stable sort by tile id leaves each tile's list front to back.
+// compact: the visible splats' depth keys (depth bits − the least, so only the bits that vary
+//   are sorted) and ids, each at its place among the visible splats (an exclusive scan of the
+//   projection's 0/1 flags), so the order before the sort is the splat order.
+// gather_counts: counts[j] = tiles touched by the j-th visible splat in depth order.
+// emit: for the j-th splat in depth order, one (tile id, intersection id) pair per tile it
+//   touches, at offsets[j].. (an exclusive scan of counts); the intersection id is that
+//   position, and `splat_of` maps it to the splat. Pairs come out in depth order, so a stable
+//   sort by tile id leaves each tile's list front to back.
 // tile_ranges: after the tile sort, [start, end) of each tile's run of pairs.
+// gather_grads (backward): each visible splat's dL/d(projected) is the sum of the partials
+//   the rasterizer wrote per intersection, added in its intersections' order: fixed, so the
+//   result is the same every run.
 
 struct IntersectUniform {
     num_splats: u32,
+    num_visible: u32,
     num_intersections: u32,
-    tiles_x: u32,
-    tiles_y: u32,
+    depth_min: u32,
+    tiles: vec2<u32>,
+    image_size: vec2<u32>,
 }
 
 @group(0) @binding(0) var<storage, read> iu: IntersectUniform;
 @group(0) @binding(1) var<storage, read> projected: array<Projected>;     // [N]
 @group(0) @binding(2) var<storage, read> tiles_touched: array<u32>;       // [N]
-@group(0) @binding(3) var<storage, read> depth_order: array<u32>;         // [N] splat ids by depth
-@group(0) @binding(4) var<storage, read_write> counts: array<u32>;        // [N] in depth order
-@group(0) @binding(5) var<storage, read> offsets: array<u32>;             // [N] exclusive scan of counts
+@group(0) @binding(3) var<storage, read_write> splat_ids: array<u32>;     // [V] by depth
+@group(0) @binding(4) var<storage, read_write> counts: array<u32>;        // [N] flags, then [V]
+@group(0) @binding(5) var<storage, read> offsets: array<u32>;             // exclusive scan of counts
 @group(0) @binding(6) var<storage, read_write> tile_ids: array<u32>;      // [M]
-@group(0) @binding(7) var<storage, read_write> isect_splats: array<u32>;  // [M]
+@group(0) @binding(7) var<storage, read_write> isect_ids: array<u32>;     // [M]
 @group(0) @binding(8) var<storage, read_write> ranges: array<vec2<u32>>;  // [tiles]
+@group(0) @binding(9) var<storage, read_write> depth_keys: array<u32>;    // [V]
+@group(0) @binding(10) var<storage, read_write> splat_of: array<u32>;     // [M]
+@group(0) @binding(11) var<storage, read> partials: array<f32>;           // [M, 9]
+@group(0) @binding(12) var<storage, read_write> v_projected: array<f32>;  // [N, 9]
 
 const GROUP: u32 = 256u;
 
@@ -30,34 +43,47 @@ fn flat(gid: vec3<u32>, groups: vec3<u32>, lid: u32) -> u32 {
 }
 
 @compute @workgroup_size(256)
+fn compact(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+           @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = flat(gid, groups, lid);
+    if i >= iu.num_splats || counts[i] == 0u {
+        return;
+    }
+    let at = offsets[i];
+    depth_keys[at] = bitcast<u32>(projected[i].depth) - iu.depth_min;
+    splat_ids[at] = i;
+}
+
+@compute @workgroup_size(256)
 fn gather_counts(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                  @builtin(num_workgroups) groups: vec3<u32>) {
     let j = flat(gid, groups, lid);
-    if j >= iu.num_splats {
+    if j >= iu.num_visible {
         return;
     }
-    counts[j] = tiles_touched[depth_order[j]];
+    counts[j] = tiles_touched[splat_ids[j]];
 }
 
 @compute @workgroup_size(256)
 fn emit(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
         @builtin(num_workgroups) groups: vec3<u32>) {
     let j = flat(gid, groups, lid);
-    if j >= iu.num_splats {
+    if j >= iu.num_visible {
         return;
     }
-    let splat = depth_order[j];
-    if tiles_touched[splat] == 0u {
-        return;
-    }
+    let splat = splat_ids[j];
     let p = projected[splat];
-    let rect = tile_rect(p.mean2d, p.conic_radius.w, vec2<u32>(iu.tiles_x, iu.tiles_y));
+    // The same tiles, in the same order, as `tiles_hit` counted in the projection.
+    let span = tile_span(p.mean2d, ellipse_extent(p.conic, p.sigma_cut), iu.tiles);
     var at = offsets[j];
-    for (var ty = rect.y; ty < rect.w; ty++) {
-        for (var tx = rect.x; tx < rect.z; tx++) {
-            tile_ids[at] = ty * iu.tiles_x + tx;
-            isect_splats[at] = splat;
-            at++;
+    for (var ty = span.y; ty < span.w; ty++) {
+        for (var tx = span.x; tx < span.z; tx++) {
+            if tile_touched(p.mean2d, p.conic, p.sigma_cut, vec2<u32>(tx, ty), iu.image_size) {
+                tile_ids[at] = ty * iu.tiles.x + tx;
+                isect_ids[at] = at;
+                splat_of[at] = splat;
+                at++;
+            }
         }
     }
 }
@@ -76,5 +102,26 @@ fn tile_ranges(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_
     }
     if i + 1u == m || tile_ids[i + 1u] != tile {
         ranges[tile].y = i + 1u;
+    }
+}
+
+@compute @workgroup_size(256)
+fn gather_grads(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = flat(gid, groups, lid);
+    if j >= iu.num_visible {
+        return;
+    }
+    let start = offsets[j];
+    let end = start + counts[j];
+    var sum: array<f32, 9>;
+    for (var e = start; e < end; e++) {
+        for (var c = 0u; c < 9u; c++) {
+            sum[c] += partials[9u * e + c];
+        }
+    }
+    let splat = splat_ids[j];
+    for (var c = 0u; c < 9u; c++) {
+        v_projected[9u * splat + c] = sum[c];
     }
 }

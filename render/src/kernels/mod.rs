@@ -16,13 +16,14 @@ use bytemuck::{Pod, Zeroable};
 const COMMON: &str = include_str!("common.wgsl");
 const SPLAT_PARAMS: &str = include_str!("splat_params.wgsl");
 
-/// How the backward rasterizer adds floats atomically.
+/// How the backward rasterizer sums a list entry's gradient over the pixels of its tile (in a
+/// fixed order either way: no float atomics, the same bits every run on one adapter).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FloatAtomics {
-    /// `atomicAdd` on `atomic<f32>` (adapter feature `SHADER_FLOAT32_ATOMIC`).
-    Native,
-    /// A compare-exchange loop on the bit pattern: works everywhere, slower under contention.
-    CompareExchange,
+pub enum Reduction {
+    /// Subgroup sums, then the subgroups' sums in order (adapter feature `SUBGROUP`).
+    Subgroup,
+    /// Workgroup memory only: works everywhere, slower.
+    Portable,
 }
 
 /// Which kernel.
@@ -32,7 +33,7 @@ pub enum Kernel {
     ProjectBackward,
     Intersect,
     RasterizeForward,
-    RasterizeBackward(FloatAtomics),
+    RasterizeBackward(Reduction),
 }
 
 impl Kernel {
@@ -41,8 +42,8 @@ impl Kernel {
         Self::ProjectBackward,
         Self::Intersect,
         Self::RasterizeForward,
-        Self::RasterizeBackward(FloatAtomics::Native),
-        Self::RasterizeBackward(FloatAtomics::CompareExchange),
+        Self::RasterizeBackward(Reduction::Subgroup),
+        Self::RasterizeBackward(Reduction::Portable),
     ];
 
     #[must_use]
@@ -52,10 +53,8 @@ impl Kernel {
             Self::ProjectBackward => "project_backward",
             Self::Intersect => "intersect",
             Self::RasterizeForward => "rasterize_forward",
-            Self::RasterizeBackward(FloatAtomics::Native) => "rasterize_backward (native atomics)",
-            Self::RasterizeBackward(FloatAtomics::CompareExchange) => {
-                "rasterize_backward (compare-exchange)"
-            }
+            Self::RasterizeBackward(Reduction::Subgroup) => "rasterize_backward (subgroups)",
+            Self::RasterizeBackward(Reduction::Portable) => "rasterize_backward (portable)",
         }
     }
 
@@ -67,15 +66,17 @@ impl Kernel {
             Self::ProjectBackward => &[COMMON, SPLAT_PARAMS, include_str!("project_backward.wgsl")],
             Self::Intersect => &[COMMON, include_str!("intersect.wgsl")],
             Self::RasterizeForward => &[COMMON, include_str!("rasterize_forward.wgsl")],
-            Self::RasterizeBackward(FloatAtomics::Native) => &[
+            // Naga (wgpu 30) takes subgroup operations without `enable subgroups;` (it refuses
+            // the directive); the device feature `SUBGROUP` is what allows them.
+            Self::RasterizeBackward(Reduction::Subgroup) => &[
                 COMMON,
-                include_str!("grad_atomic_native.wgsl"),
                 include_str!("rasterize_backward.wgsl"),
+                include_str!("reduce_subgroup.wgsl"),
             ],
-            Self::RasterizeBackward(FloatAtomics::CompareExchange) => &[
+            Self::RasterizeBackward(Reduction::Portable) => &[
                 COMMON,
-                include_str!("grad_atomic_cas.wgsl"),
                 include_str!("rasterize_backward.wgsl"),
+                include_str!("reduce_portable.wgsl"),
             ],
         };
         parts.join("\n")
@@ -119,11 +120,14 @@ const _: () = assert!(size_of::<RenderUniform>() == 144);
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct IntersectUniform {
     pub num_splats: u32,
+    pub num_visible: u32,
     pub num_intersections: u32,
-    pub tiles_x: u32,
-    pub tiles_y: u32,
+    /// The least visible depth's bits, subtracted from every depth key.
+    pub depth_min: u32,
+    pub tiles: [u32; 2],
+    pub image_size: [u32; 2],
 }
-const _: () = assert!(size_of::<IntersectUniform>() == 16);
+const _: () = assert!(size_of::<IntersectUniform>() == 32);
 
 /// Uniform of the rasterizers. Keep in sync with `RasterUniform` in rasterize_*.wgsl.
 #[repr(C)]
@@ -137,7 +141,8 @@ const _: () = assert!(size_of::<RasterUniform>() == 32);
 
 /// Bytes of one `Projected` (common.wgsl).
 pub const PROJECTED_BYTES: u64 = 48;
-/// Floats of dL/d(projected) per splat: mean2d 2, conic 3, colour 3, opacity 1.
+/// Floats of dL/d(projected) per splat, and of its partial per tile intersection: mean2d 2,
+/// conic 3, colour 3, opacity 1.
 pub const PROJECTED_GRAD_FLOATS: u64 = 9;
 /// Floats of densification statistics per splat: NDC gradient norm sum, visible count,
 /// largest radius.

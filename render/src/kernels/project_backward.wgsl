@@ -1,7 +1,8 @@
 // Projection, backward: one thread per splat. From dL/d(projected) [N, 9] (summed by the
 // rasterizer backward pass) to the gradients of the raw parameters, recomputing the forward
 // intermediates. Also accumulates the densification statistics: the NDC gradient norm, the
-// number of renders the splat was visible in and its largest radius in pixels.
+// number of renders the splat was visible in and its largest radius in pixels. Gradients of
+// SH bands above the active degree are not written (nothing reads them: Adam skips them too).
 
 @group(0) @binding(9) var<storage, read> v_projected: array<f32>;       // [N, 9]
 @group(0) @binding(10) var<storage, read_write> v_means: array<f32>;    // [N, 3]
@@ -13,6 +14,7 @@
 @group(0) @binding(16) var<storage, read_write> v_sh2: array<f32>;      // [N, 5, 3]
 @group(0) @binding(17) var<storage, read_write> v_sh3: array<f32>;      // [N, 7, 3]
 @group(0) @binding(18) var<storage, read_write> densify: array<f32>;    // [N, 3]
+@group(0) @binding(19) var<storage, read> tiles_touched: array<u32>;    // [N] of the forward pass
 
 const GROUP: u32 = 256u;
 
@@ -41,8 +43,8 @@ fn store_zero(i: u32) {
         v_quats[4u * i + c] = 0.0;
     }
     v_opacities[i] = 0.0;
-    let stored = (u.sh_degree_stored + 1u) * (u.sh_degree_stored + 1u);
-    for (var k = 0u; k < stored; k++) {
+    let active_coeffs = (u.sh_degree + 1u) * (u.sh_degree + 1u);
+    for (var k = 0u; k < active_coeffs; k++) {
         store_sh_grad(i, k, vec3<f32>(0.0));
     }
 }
@@ -55,7 +57,8 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
         return;
     }
     let pr = project(i);
-    if !pr.visible {
+    // Visible = the forward pass composited it somewhere (dL/dprojected was gathered).
+    if !pr.visible || tiles_touched[i] == 0u {
         store_zero(i);
         return;
     }
@@ -77,16 +80,11 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     // Colour = max(e + 0.5, 0): SH coefficients and the view direction.
     let e = sh_color(i, pr.dir);
     let v_e = select(vec3<f32>(0.0), v_color, e > vec3<f32>(0.0));
-    let count = (u.sh_degree + 1u) * (u.sh_degree + 1u);
-    let stored = (u.sh_degree_stored + 1u) * (u.sh_degree_stored + 1u);
+    let active_coeffs = (u.sh_degree + 1u) * (u.sh_degree + 1u);
     var v_dir = vec3<f32>(0.0);
-    for (var k = 0u; k < stored; k++) {
-        if k < count {
-            store_sh_grad(i, k, sh_basis(k, pr.dir) * v_e);
-            v_dir += sh_basis_vjp(k, pr.dir) * dot(load_sh(i, k), v_e);
-        } else {
-            store_sh_grad(i, k, vec3<f32>(0.0));
-        }
+    for (var k = 0u; k < active_coeffs; k++) {
+        store_sh_grad(i, k, sh_basis(k, pr.dir) * v_e);
+        v_dir += sh_basis_vjp(k, pr.dir) * dot(load_sh(i, k), v_e);
     }
     var v_mean = (v_dir - dot(v_dir, pr.dir) * pr.dir) / pr.dir_norm;
 

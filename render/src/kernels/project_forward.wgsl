@@ -1,38 +1,62 @@
-// Projection, forward: one thread per splat. Writes the projected splat, how many tiles it
-// touches (0 when culled) and its depth as a sort key (culled splats sort last).
+// Projection, forward: one thread per splat. Writes the projected splat, the number of tiles
+// it touches (0 when culled) and whether it is visible (a 0/1 flag, scanned next into its
+// place among the visible splats). The frame's totals are added up with integer atomics, so
+// they do not depend on the order threads run in: the tile intersections and the least and
+// greatest depth (as bits; positive floats order like their bit patterns), which bound the
+// depth sort's keys.
 
 @group(0) @binding(9) var<storage, read_write> projected: array<Projected>;   // [N]
 @group(0) @binding(10) var<storage, read_write> tiles_touched: array<u32>;   // [N]
-@group(0) @binding(11) var<storage, read_write> depth_keys: array<u32>;      // [N]
-@group(0) @binding(12) var<storage, read_write> splat_ids: array<u32>;       // [N]
+@group(0) @binding(11) var<storage, read_write> visible: array<u32>;         // [N] 0 or 1
+// [unused, intersections, least depth bits, greatest depth bits]; the caller resets it.
+@group(0) @binding(12) var<storage, read_write> totals: array<atomic<u32>, 4>;
 
 const GROUP: u32 = 256u;
-const CULLED_KEY: u32 = 0xffffffffu;
+
+var<workgroup> group_hits: atomic<u32>;
+var<workgroup> group_min: atomic<u32>;
+var<workgroup> group_max: atomic<u32>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
         @builtin(num_workgroups) groups: vec3<u32>) {
+    if lid == 0u {
+        atomicStore(&group_hits, 0u);
+        atomicStore(&group_min, 0xffffffffu);
+        atomicStore(&group_max, 0u);
+    }
+    workgroupBarrier();
     let i = flat_group(gid, groups) * GROUP + lid;
-    if i >= u.num_splats {
-        return;
+    if i < u.num_splats {
+        let pr = project(i);
+        var hits = 0u;
+        if pr.visible {
+            hits = tiles_hit(pr.mean2d, pr.conic, pr.cut, u.tiles, u.image_size);
+        }
+        tiles_touched[i] = hits;
+        visible[i] = u32(hits > 0u);
+        if hits > 0u {
+            var out: Projected;
+            out.mean2d = pr.mean2d;
+            out.opacity = pr.opacity;
+            out.sigma_cut = pr.cut;
+            out.conic = pr.conic;
+            out.depth = pr.p_cam.z;
+            out.color = max(sh_color(i, pr.dir), vec3<f32>(0.0));
+            projected[i] = out;
+            let key = bitcast<u32>(pr.p_cam.z);
+            atomicAdd(&group_hits, hits);
+            atomicMin(&group_min, key);
+            atomicMax(&group_max, key);
+        }
     }
-    splat_ids[i] = i;
-    let pr = project(i);
-    if !pr.visible {
-        tiles_touched[i] = 0u;
-        depth_keys[i] = CULLED_KEY;
-        projected[i].opacity = 0.0;
-        return;
+    workgroupBarrier();
+    if lid == 0u {
+        let hits = atomicLoad(&group_hits);
+        if hits > 0u {
+            atomicAdd(&totals[1], hits);
+            atomicMin(&totals[2], atomicLoad(&group_min));
+            atomicMax(&totals[3], atomicLoad(&group_max));
+        }
     }
-    let rect = tile_rect(pr.mean2d, pr.radius, u.tiles);
-    tiles_touched[i] = (rect.z - rect.x) * (rect.w - rect.y);
-    // Positive floats order like their bit patterns.
-    depth_keys[i] = bitcast<u32>(pr.p_cam.z);
-    var out: Projected;
-    out.mean2d = pr.mean2d;
-    out.depth = pr.p_cam.z;
-    out.opacity = sigmoid(opacities[i]) * pr.comp;
-    out.conic_radius = vec4<f32>(pr.conic, pr.radius);
-    out.color = vec4<f32>(max(sh_color(i, pr.dir), vec3<f32>(0.0)), 0.0);
-    projected[i] = out;
 }

@@ -1,8 +1,16 @@
-// Rasterization, backward: one workgroup per tile, one thread per pixel, walking the tile's
-// list back to front from each pixel's last composited entry (MATH.md, Backward). Per splat
-// the gradients with respect to its projected values are summed with atomics into
-// v_projected [N, 9]: mean2d x, y; conic A, B, C; colour r, g, b; opacity.
-// (`add_grad` and binding 7 come from grad_atomic_{native,cas}.wgsl.)
+// Rasterization, backward, without float atomics: one workgroup per tile, one thread per
+// pixel, walking the tile's list back to front from each pixel's last composited entry
+// (MATH.md, Backward). Each list entry's gradient with respect to its projected values
+// (mean2d x, y; conic A, B, C; colour r, g, b; opacity) is summed over the tile's pixels in a
+// fixed order and written once, to `partials` at the entry's intersection id; `gather_grads`
+// (intersect.wgsl) then adds each splat's entries in their order. No sum depends on which
+// thread ran first, so the same scene and cotangent give the same bits every run.
+//
+// The sum over the tile: the lanes of a group (a subgroup where the adapter has them, else
+// 8 consecutive invocations) are added by `lane_sum`; each group's sum goes to workgroup memory, one
+// slot per list entry; after every `slots` entries the workgroup adds the groups' sums in
+// group order. (`lane_sum`, `lane_any` and the entry point come from
+// reduce_{subgroup,portable}.wgsl.)
 
 struct RasterUniform {
     image_size: vec2<u32>,
@@ -12,29 +20,35 @@ struct RasterUniform {
 
 @group(0) @binding(0) var<storage, read> ru: RasterUniform;
 @group(0) @binding(1) var<storage, read> projected: array<Projected>;   // [N]
-@group(0) @binding(2) var<storage, read> isect_splats: array<u32>;     // [M]
+@group(0) @binding(2) var<storage, read> isect_ids: array<u32>;        // [M] tile-sorted
 @group(0) @binding(3) var<storage, read> ranges: array<vec2<u32>>;     // [tiles]
 @group(0) @binding(4) var<storage, read> final_t: array<f32>;          // [H, W]
 @group(0) @binding(5) var<storage, read> last_entry: array<u32>;       // [H, W]
 @group(0) @binding(6) var<storage, read> v_image: array<vec4<f32>>;    // [H, W] dL/d(rgb, alpha)
+@group(0) @binding(7) var<storage, read> splat_of: array<u32>;         // [M]
+@group(0) @binding(8) var<storage, read_write> partials: array<f32>;   // [M, 9]
 
-const BATCH: u32 = 256u;
+const BATCH: u32 = 128u;
+const THREADS: u32 = 256u;
 
-var<workgroup> batch_id: array<u32, BATCH>;
+var<workgroup> batch_isect: array<u32, BATCH>;
 var<workgroup> batch_mean: array<vec2<f32>, BATCH>;
 var<workgroup> batch_conic: array<vec4<f32>, BATCH>;   // A, B, C, opacity
-var<workgroup> batch_color: array<vec3<f32>, BATCH>;
+var<workgroup> batch_color: array<vec4<f32>, BATCH>;   // rgb, sigma_cut
+// Group sums: [slot][value][group], slots × groups ≤ THREADS.
+var<workgroup> group_sums: array<f32, 2304>;
 var<workgroup> max_last: atomic<u32>;
 
-@compute @workgroup_size(16, 16)
-fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32, @builtin(num_workgroups) groups: vec3<u32>) {
+// `lid` runs along the tile's rows: pixel (lid % 16, lid / 16) of the tile. (A 1D workgroup:
+// subgroup builtins need one.)
+fn backward(gid: vec3<u32>, lid: u32, groups: vec3<u32>, num_groups: u32, group: u32,
+            first_lane: bool) {
     let tile = gid.x + gid.y * groups.x;
     if tile >= ru.tiles.x * ru.tiles.y {
         return;
     }
     let tile_xy = vec2<u32>(tile % ru.tiles.x, tile / ru.tiles.x);
-    let pixel = tile_xy * TILE + lid3.xy;
+    let pixel = tile_xy * TILE + vec2<u32>(lid % TILE, lid / TILE);
     let inside = pixel.x < ru.image_size.x && pixel.y < ru.image_size.y;
     let centre = vec2<f32>(pixel) + 0.5;
     let range = ranges[tile];
@@ -57,67 +71,93 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid
     atomicMax(&max_last, last);
     let tile_last = workgroupUniformLoad(&max_last);
 
+    // Entries no pixel of the tile composited have no gradient.
+    for (var e = range.x + tile_last + lid; e < range.y; e += THREADS) {
+        let id = isect_ids[e];
+        for (var c = 0u; c < 9u; c++) {
+            partials[9u * id + c] = 0.0;
+        }
+    }
+
     var t = t_final;
     var behind = vec3<f32>(0.0);   // S: colour of what lies behind, per unit transmittance
     let bg_dot = dot(ru.background.xyz, v_rgb);
+    let slots = THREADS / num_groups;
 
     // Batches from the back of the list (only up to the furthest last entry of the tile).
-    let end = range.x + tile_last;
-    var batch_end = end;
+    var batch_end = range.x + tile_last;
     while batch_end > range.x {
         let batch_start = max(range.x, select(0u, batch_end - BATCH, batch_end >= BATCH));
-        let fetch = batch_start + lid;
-        if fetch < batch_end {
-            let id = isect_splats[fetch];
-            let p = projected[id];
-            batch_id[lid] = id;
+        if lid < batch_end - batch_start {
+            let id = isect_ids[batch_start + lid];
+            let p = projected[splat_of[id]];
+            batch_isect[lid] = id;
             batch_mean[lid] = p.mean2d;
-            batch_conic[lid] = vec4<f32>(p.conic_radius.xyz, p.opacity);
-            batch_color[lid] = p.color.xyz;
+            batch_conic[lid] = vec4<f32>(p.conic, p.opacity);
+            batch_color[lid] = vec4<f32>(p.color, p.sigma_cut);
         }
         workgroupBarrier();
-        for (var k = batch_end - batch_start; k > 0u; k--) {
-            let entry = batch_start + k - 1u - range.x;   // position in the tile's list
-            if entry >= last {
-                continue;
+        // Runs of `slots` entries, back to front.
+        var run_end = batch_end - batch_start;
+        while run_end > 0u {
+            let run_start = select(0u, run_end - slots, run_end > slots);
+            for (var k = run_end; k > run_start; k--) {
+                let b = k - 1u;
+                let entry = batch_start + b - range.x;   // position in the tile's list
+                let con = batch_conic[b];
+                let d = centre - batch_mean[b];
+                let sigma = conic_sigma(con.xyz, d);
+                var grad: array<f32, 9>;
+                let contributes = entry < last && sigma >= 0.0 && sigma <= batch_color[b].w;
+                if contributes {
+                    let g = exp(-sigma);
+                    let raw_alpha = con.w * g;
+                    let alpha = min(ALPHA_MAX, raw_alpha);
+                    t = t / (1.0 - alpha);          // transmittance in front of this splat
+                    let c = batch_color[b].xyz;
+                    let v_color = (alpha * t) * v_rgb;
+                    let v_alpha = t * dot(c - behind, v_rgb)
+                        + (v_alpha_out - bg_dot) * t_final / (1.0 - alpha);
+                    behind = c * alpha + (1.0 - alpha) * behind;
+                    grad[5] = v_color.x;
+                    grad[6] = v_color.y;
+                    grad[7] = v_color.z;
+                    if raw_alpha <= ALPHA_MAX {
+                        let v_sigma = -alpha * v_alpha;
+                        grad[8] = g * v_alpha;
+                        grad[2] = v_sigma * 0.5 * d.x * d.x;
+                        grad[3] = v_sigma * d.x * d.y;
+                        grad[4] = v_sigma * 0.5 * d.y * d.y;
+                        // d = centre − mean2d, so ∂σ/∂mean2d = −(A dx + B dy, B dx + C dy).
+                        grad[0] = -v_sigma * (con.x * d.x + con.y * d.y);
+                        grad[1] = -v_sigma * (con.y * d.x + con.z * d.y);
+                    }
+                }
+                let at = (b - run_start) * 9u * num_groups + group;
+                // Groups with no contribution skip the sums (uniform within the group).
+                let any = lane_any(contributes);
+                for (var c = 0u; c < 9u; c++) {
+                    var sum = 0.0;
+                    if any {
+                        sum = lane_sum(grad[c], lid);
+                    }
+                    if first_lane {
+                        group_sums[at + c * num_groups] = sum;
+                    }
+                }
             }
-            let b = k - 1u;
-            let con = batch_conic[b];
-            let d = centre - batch_mean[b];
-            let sigma = 0.5 * (con.x * d.x * d.x + con.z * d.y * d.y) + con.y * d.x * d.y;
-            if sigma < 0.0 {
-                continue;
+            workgroupBarrier();
+            // Each (entry, value) of the run: its groups' sums in group order.
+            for (var q = lid; q < (run_end - run_start) * 9u; q += THREADS) {
+                var sum = 0.0;
+                for (var g = 0u; g < num_groups; g++) {
+                    sum += group_sums[q * num_groups + g];
+                }
+                partials[9u * batch_isect[run_start + q / 9u] + q % 9u] = sum;
             }
-            let g = exp(-sigma);
-            let raw_alpha = con.w * g;
-            let alpha = min(ALPHA_MAX, raw_alpha);
-            if alpha < ALPHA_MIN {
-                continue;
-            }
-            t = t / (1.0 - alpha);          // transmittance in front of this splat
-            let c = batch_color[b];
-            let id = batch_id[b];
-
-            let v_color = (alpha * t) * v_rgb;
-            var v_alpha = t * dot(c - behind, v_rgb)
-                + (v_alpha_out - bg_dot) * t_final / (1.0 - alpha);
-            behind = c * alpha + (1.0 - alpha) * behind;
-
-            add_grad(9u * id + 5u, v_color.x);
-            add_grad(9u * id + 6u, v_color.y);
-            add_grad(9u * id + 7u, v_color.z);
-            if raw_alpha <= ALPHA_MAX {
-                let v_sigma = -alpha * v_alpha;
-                add_grad(9u * id + 8u, g * v_alpha);
-                add_grad(9u * id + 2u, v_sigma * 0.5 * d.x * d.x);
-                add_grad(9u * id + 3u, v_sigma * d.x * d.y);
-                add_grad(9u * id + 4u, v_sigma * 0.5 * d.y * d.y);
-                // d = centre − mean2d, so ∂σ/∂mean2d = −(A dx + B dy, B dx + C dy).
-                add_grad(9u * id + 0u, -v_sigma * (con.x * d.x + con.y * d.y));
-                add_grad(9u * id + 1u, -v_sigma * (con.y * d.x + con.z * d.y));
-            }
+            workgroupBarrier();
+            run_end = run_start;
         }
-        workgroupBarrier();
         batch_end = batch_start;
     }
 }

@@ -1,6 +1,6 @@
 // Rasterization, forward: one workgroup per 16×16 tile, one thread per pixel. The tile's
 // splats (front to back) are loaded in batches of 256 into workgroup memory and composited
-// with the thresholds of MATH.md. Per pixel, the final transmittance and the number of list
+// with the thresholds of MATH.md (a pixel takes a splat where σ ≤ its sigma_cut). Per pixel, the final transmittance and the number of list
 // entries up to the last composited splat are kept for the backward pass.
 
 struct RasterUniform {
@@ -11,17 +11,18 @@ struct RasterUniform {
 
 @group(0) @binding(0) var<storage, read> ru: RasterUniform;
 @group(0) @binding(1) var<storage, read> projected: array<Projected>;   // [N]
-@group(0) @binding(2) var<storage, read> isect_splats: array<u32>;     // [M] tile-sorted
+@group(0) @binding(2) var<storage, read> isect_ids: array<u32>;        // [M] tile-sorted
 @group(0) @binding(3) var<storage, read> ranges: array<vec2<u32>>;     // [tiles]
 @group(0) @binding(4) var<storage, read_write> image: array<vec4<f32>>;      // [H, W] rgb + alpha
 @group(0) @binding(5) var<storage, read_write> final_t: array<f32>;          // [H, W]
 @group(0) @binding(6) var<storage, read_write> last_entry: array<u32>;       // [H, W]
+@group(0) @binding(7) var<storage, read> splat_of: array<u32>;               // [M]
 
 const BATCH: u32 = 256u;
 
 var<workgroup> batch_mean: array<vec2<f32>, BATCH>;
 var<workgroup> batch_conic: array<vec4<f32>, BATCH>;   // A, B, C, opacity
-var<workgroup> batch_color: array<vec3<f32>, BATCH>;
+var<workgroup> batch_color: array<vec4<f32>, BATCH>;   // rgb, sigma_cut
 var<workgroup> done_count: atomic<u32>;
 
 @compute @workgroup_size(16, 16)
@@ -58,31 +59,27 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid
         }
         let fetch = start + lid;
         if fetch < range.y {
-            let p = projected[isect_splats[fetch]];
+            let p = projected[splat_of[isect_ids[fetch]]];
             batch_mean[lid] = p.mean2d;
-            batch_conic[lid] = vec4<f32>(p.conic_radius.xyz, p.opacity);
-            batch_color[lid] = p.color.xyz;
+            batch_conic[lid] = vec4<f32>(p.conic, p.opacity);
+            batch_color[lid] = vec4<f32>(p.color, p.sigma_cut);
         }
         workgroupBarrier();
         let n = min(BATCH, range.y - start);
         for (var k = 0u; k < n && !done; k++) {
             let con = batch_conic[k];
-            let d = centre - batch_mean[k];
-            let sigma = 0.5 * (con.x * d.x * d.x + con.z * d.y * d.y) + con.y * d.x * d.y;
-            if sigma < 0.0 {
+            let sigma = conic_sigma(con.xyz, centre - batch_mean[k]);
+            if sigma < 0.0 || sigma > batch_color[k].w {
                 continue;
             }
             let alpha = min(ALPHA_MAX, con.w * exp(-sigma));
-            if alpha < ALPHA_MIN {
-                continue;
-            }
             let next_t = t * (1.0 - alpha);
             if next_t < T_MIN {
                 done = true;
                 atomicAdd(&done_count, 1u);
                 break;
             }
-            color += batch_color[k] * (alpha * t);
+            color += batch_color[k].xyz * (alpha * t);
             t = next_t;
             last = start + k - range.x + 1u;
         }

@@ -47,7 +47,9 @@ fn flat_group(gid: vec3<u32>, num_groups: vec3<u32>) -> u32 {
 }
 
 // Everything the projection computes about one splat, forward. A splat with any non-finite
-// parameter (SH coefficients of every stored degree included) is culled.
+// parameter (SH coefficients of the active degree included; higher bands are not read) is
+// culled, and so is one whose opacity is below ALPHA_MIN. Whether it touches a tile is the
+// caller's `tiles_hit`.
 struct Projection {
     visible: bool,
     p_cam: vec3<f32>,
@@ -61,7 +63,9 @@ struct Projection {
     comp: f32,
     conic: vec3<f32>,
     mean2d: vec2<f32>,
-    radius: f32,
+    radius: f32,            // of the 3σ circle, for the densification statistics
+    opacity: f32,           // sigmoid(logit) · comp
+    cut: f32,               // sigma_cut(opacity)
     dir: vec3<f32>,         // unit view direction
     dir_norm: f32,
 }
@@ -77,8 +81,8 @@ fn project(i: u32) -> Projection {
         || !all_finite3(vec3<f32>(q_raw.w, logit, 0.0)) {
         return out;
     }
-    let stored = (u.sh_degree_stored + 1u) * (u.sh_degree_stored + 1u);
-    for (var k = 0u; k < stored; k++) {
+    let active_coeffs = (u.sh_degree + 1u) * (u.sh_degree + 1u);
+    for (var k = 0u; k < active_coeffs; k++) {
         if !all_finite3(load_sh(i, k)) {
             return out;
         }
@@ -134,8 +138,13 @@ fn project(i: u32) -> Projection {
     let mid = 0.5 * (a + c);
     let lambda = mid + sqrt(max(0.1, mid * mid - det));
     out.radius = ceil(3.0 * sqrt(lambda));
-    let rect = tile_rect(out.mean2d, out.radius, u.tiles);
-    if rect.z <= rect.x || rect.w <= rect.y {
+    out.opacity = sigmoid(logit) * out.comp;
+    out.cut = sigma_cut(out.opacity);
+    if !(out.cut >= 0.0) {
+        return out;
+    }
+    let span = tile_span(out.mean2d, ellipse_extent(out.conic, out.cut), u.tiles);
+    if span.z <= span.x || span.w <= span.y {
         return out;
     }
     let to_splat = mean - u.camera_position.xyz;

@@ -52,6 +52,10 @@ pub const FOV_MARGIN: f64 = 0.3;
 pub const EIGEN_GAP_MIN: f64 = 0.1;
 /// The radius covers this many standard deviations of the larger eigenvalue.
 pub const RADIUS_SIGMAS: f64 = 3.0;
+/// σ at the 3σ ellipse, the most a splat is composited out to (MATH.md step 8).
+pub const SIGMA_3: f64 = 4.5;
+/// Relative and absolute slack on σ of the tile test (MATH.md step 8).
+pub const TILE_SLACK: f64 = 1e-4;
 
 /// Render settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -189,15 +193,15 @@ impl SplatParams {
         &self.sh_rest[i * n..(i + 1) * n]
     }
 
-    /// Every stored parameter of splat `i` is finite (MATH.md step 1).
-    fn is_finite(&self, i: usize) -> bool {
+    /// Every parameter of splat `i` that the render reads (SH up to `degree`) is finite
+    /// (MATH.md step 1).
+    fn is_finite(&self, i: usize, degree: u32) -> bool {
         let finite = |v: &[f64]| v.iter().all(|x| x.is_finite());
         finite(&self.means[i])
             && finite(&self.log_scales[i])
             && finite(&self.rotations[i])
             && self.opacity_logits[i].is_finite()
-            && finite(&self.sh_dc[i])
-            && finite(self.sh_rest_of(i))
+            && self.coeffs(i)[..sh::num_coeffs(degree)].iter().all(|c| finite(c))
     }
 
     /// `sh[k][c]` of splat `i` for k < 16 (zero past the stored degree).
@@ -240,21 +244,31 @@ pub struct Projected {
     pub opacity: f64,
     /// Camera-space z.
     pub depth: f64,
-    /// In pixels.
+    /// In pixels: of the 3σ circle (the densification statistic).
     pub radius: u32,
-    /// First tile (x, y) of the rect.
+    /// Pixels are composited where σ ≤ this (MATH.md step 8).
+    pub sigma_cut: f64,
+    /// First tile (x, y) of the extent's bounding box.
     pub tile_min: [u32; 2],
-    /// One past the last tile (x, y) of the rect.
+    /// One past the last tile (x, y) of the extent's bounding box.
     pub tile_max: [u32; 2],
 }
 
 impl Projected {
-    /// Whether the splat is visible and its tile rect contains tile (tx, ty).
+    /// Whether the splat is visible and its ellipse σ ≤ `sigma_cut` reaches a pixel centre
+    /// of tile (tx, ty) of `camera`'s image (MATH.md step 8).
     #[must_use]
-    pub fn touches_tile(&self, tx: u32, ty: u32) -> bool {
+    pub fn touches_tile(&self, tx: u32, ty: u32, camera: &Camera) -> bool {
         self.visible
             && (self.tile_min[0]..self.tile_max[0]).contains(&tx)
             && (self.tile_min[1]..self.tile_max[1]).contains(&ty)
+            && tile_touched(
+                self.mean2d,
+                self.conic,
+                self.sigma_cut,
+                [tx, ty],
+                [camera.width, camera.height],
+            )
     }
 }
 
@@ -373,6 +387,7 @@ struct SplatState {
     conic: [f64; 3],
     mean2d: [f64; 2],
     radius: u32,
+    sigma_cut: f64,
     tile_min: [u32; 2],
     tile_max: [u32; 2],
     dir: DVec3,
@@ -387,15 +402,47 @@ struct SplatState {
     opacity: f64,
 }
 
-/// The tile rect of MATH.md step 8: (min, max exclusive) per axis.
-fn tile_rect(mean2d: [f64; 2], radius: u32, tiles: [u32; 2]) -> ([u32; 2], [u32; 2]) {
+/// σ = ½(A dx² + C dy²) + B dx dy.
+fn conic_sigma([a, b, c]: [f64; 3], [dx, dy]: [f64; 2]) -> f64 {
+    0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy
+}
+
+/// The tiles (min, max exclusive per axis) of the bounding box of the ellipse σ ≤ `cut`,
+/// whose half-extents are sqrt(2 cut Σ'₀₀) and sqrt(2 cut Σ'₁₁) (MATH.md step 8).
+fn tile_span(mean2d: [f64; 2], conic: [f64; 3], cut: f64, tiles: [u32; 2]) -> ([u32; 2], [u32; 2]) {
+    let [a, b, c] = conic;
+    let det = a * c - b * b;
+    let extent = [(2.0 * cut * c / det).sqrt(), (2.0 * cut * a / det).sqrt()];
     let tile = f64::from(TILE);
-    let r = f64::from(radius);
     let clamp = |v: f64, n: u32| v.floor().clamp(0.0, f64::from(n)) as u32;
     (
-        std::array::from_fn(|a| clamp((mean2d[a] - r) / tile, tiles[a])),
-        std::array::from_fn(|a| clamp((mean2d[a] + r + tile - 1.0) / tile, tiles[a])),
+        std::array::from_fn(|k| clamp((mean2d[k] - extent[k]) / tile, tiles[k])),
+        std::array::from_fn(|k| clamp((mean2d[k] + extent[k]) / tile + 1.0, tiles[k])),
     )
+}
+
+/// Whether the least σ over the pixel centres' rect of tile `tile` (inside an image of `size`) is at
+/// most `cut` (with [`TILE_SLACK`]): on the rect's boundary unless it holds the mean.
+fn tile_touched(
+    mean2d: [f64; 2],
+    conic: [f64; 3],
+    cut: f64,
+    tile: [u32; 2],
+    size: [u32; 2],
+) -> bool {
+    let lo: [f64; 2] = std::array::from_fn(|k| f64::from(tile[k] * TILE) + 0.5 - mean2d[k]);
+    let hi: [f64; 2] =
+        std::array::from_fn(|k| f64::from(((tile[k] + 1) * TILE).min(size[k])) - 0.5 - mean2d[k]);
+    if lo[0] <= 0.0 && lo[1] <= 0.0 && hi[0] >= 0.0 && hi[1] >= 0.0 {
+        return true;
+    }
+    let [a, b, c] = conic;
+    let least = [lo[0], hi[0]]
+        .map(|dx| conic_sigma(conic, [dx, (-b * dx / c).clamp(lo[1], hi[1])]))
+        .into_iter()
+        .chain([lo[1], hi[1]].map(|dy| conic_sigma(conic, [(-b * dy / a).clamp(lo[0], hi[0]), dy])))
+        .fold(f64::INFINITY, f64::min);
+    least <= cut * (1.0 + TILE_SLACK) + TILE_SLACK
 }
 
 /// MATH.md steps 1–10 for splat `i`; `None` when culled.
@@ -405,8 +452,9 @@ fn project_splat(
     cam: &RefCamera,
     settings: &Settings,
 ) -> Option<SplatState> {
-    // 1. Non-finite parameters.
-    if !params.is_finite(i) {
+    // 1. Non-finite parameters (of the active degree).
+    let degree = settings.sh_degree.min(params.sh_degree).min(sh::SH_MAX_DEGREE);
+    if !params.is_finite(i, degree) {
         return None;
     }
     // 2. Camera-space mean.
@@ -433,22 +481,29 @@ fn project_splat(
     } else {
         (1.0, false)
     };
-    // 7. Mean in pixels; 8. radius and tile rect.
+    // 10. Opacity (step 8 needs it).
+    let sigmoid = math::sigmoid(params.opacity_logits[i]);
+    let opacity = sigmoid * comp;
+    // 7. Mean in pixels; 8. radius, extent and the tiles it touches.
     let mean2d = math::project_mean(p, cam);
     let radius = math::screen_radius(cov_dil)?;
-    let (tile_min, tile_max) = tile_rect(mean2d, radius, cam.tiles());
-    if tile_min[0] >= tile_max[0] || tile_min[1] >= tile_max[1] {
+    let sigma_cut = SIGMA_3.min((opacity / ALPHA_MIN).ln());
+    if !(sigma_cut >= 0.0) {
+        return None;
+    }
+    let (tile_min, tile_max) = tile_span(mean2d, conic, sigma_cut, cam.tiles());
+    let touches = (tile_min[1]..tile_max[1]).any(|ty| {
+        (tile_min[0]..tile_max[0])
+            .any(|tx| tile_touched(mean2d, conic, sigma_cut, [tx, ty], [cam.width, cam.height]))
+    });
+    if !touches {
         return None;
     }
     // 9. Colour from SH along the view direction.
     let (dir, dist) = math::view_direction(mean, cam.centre);
-    let degree = settings.sh_degree.min(params.sh_degree).min(sh::SH_MAX_DEGREE);
     let coeffs = params.coeffs(i);
     let sh_value = sh::sh_eval(degree, &coeffs, dir);
     let color = math::clamp_color(sh_value);
-    // 10. Opacity.
-    let sigmoid = math::sigmoid(params.opacity_logits[i]);
-    let opacity = sigmoid * comp;
     Some(SplatState {
         p,
         q_hat,
@@ -465,6 +520,7 @@ fn project_splat(
         conic,
         mean2d,
         radius,
+        sigma_cut,
         tile_min,
         tile_max,
         dir,
@@ -503,6 +559,7 @@ pub fn project_forward_params(
                 opacity: s.opacity,
                 depth: s.p.z,
                 radius: s.radius,
+                sigma_cut: s.sigma_cut,
                 tile_min: s.tile_min,
                 tile_max: s.tile_max,
             },
@@ -545,18 +602,13 @@ fn composite_pixel(projected: &[Projected], sorted: &[usize], px: u32, py: u32) 
     for &i in sorted {
         let s = &projected[i];
         let delta = [centre[0] - s.mean2d[0], centre[1] - s.mean2d[1]];
-        let [a, b, c] = s.conic;
-        let sigma =
-            0.5 * (a * delta[0] * delta[0] + c * delta[1] * delta[1]) + b * delta[0] * delta[1];
-        if sigma < 0.0 {
+        let sigma = conic_sigma(s.conic, delta);
+        if sigma < 0.0 || sigma > s.sigma_cut {
             continue;
         }
         let gaussian = (-sigma).exp();
         let raw = s.opacity * gaussian;
         let alpha = raw.min(ALPHA_MAX);
-        if alpha < ALPHA_MIN {
-            continue;
-        }
         let next_t = t * (1.0 - alpha);
         if next_t < T_MIN {
             break;
@@ -574,8 +626,10 @@ fn composite_pixel(projected: &[Projected], sorted: &[usize], px: u32, py: u32) 
     PixelTrace { contributions, final_transmittance: t }
 }
 
-/// The compositing trace of every pixel, row-major `[H][W]`: for each pixel the splats whose
-/// tile rect contains its tile, in increasing (depth, index), composited with the thresholds.
+/// The compositing trace of every pixel, row-major `[H][W]`: for each pixel the splats that
+/// touch its tile, in increasing (depth, index), composited with the thresholds. (A splat
+/// that does not touch the tile has σ > its cut at every pixel of it: the tiles only save
+/// work.)
 #[must_use]
 pub fn pixel_traces(projected: &[Projected], camera: &Camera) -> Vec<PixelTrace> {
     let (w, h) = (camera.width, camera.height);
@@ -586,8 +640,9 @@ pub fn pixel_traces(projected: &[Projected], camera: &Camera) -> Vec<PixelTrace>
     ];
     for ty in 0..tiles_y {
         for tx in 0..tiles_x {
-            let mut sorted: Vec<usize> =
-                (0..projected.len()).filter(|&i| projected[i].touches_tile(tx, ty)).collect();
+            let mut sorted: Vec<usize> = (0..projected.len())
+                .filter(|&i| projected[i].touches_tile(tx, ty, camera))
+                .collect();
             sorted.sort_by(|&i, &j| {
                 projected[i].depth.total_cmp(&projected[j].depth).then(i.cmp(&j))
             });

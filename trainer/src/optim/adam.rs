@@ -213,9 +213,10 @@ impl Adam {
         include_str!("adam.wgsl")
     }
 
-    /// Records one Adam step (step number `t` ≥ 1) on every parameter buffer, each group
-    /// with its learning rate from `lr`. Writes the uniform slots of `state` (one step per
-    /// submit).
+    /// Records one Adam step (step number `t` ≥ 1) on every parameter buffer up to SH band
+    /// `sh_degree` (the active degree: higher bands have had no gradient, so their moments
+    /// are zero and a step would leave them as they are), each group with its learning rate
+    /// from `lr`. Writes the uniform slots of `state` (one step per submit).
     #[expect(
         clippy::too_many_arguments,
         reason = "the buffers of one step; a struct would only rename them"
@@ -228,6 +229,7 @@ impl Adam {
         grads: &SplatGradients,
         state: &AdamState,
         t: u32,
+        sh_degree: u32,
         lr: impl Fn(ParamGroup) -> f32,
     ) {
         let params = splats.buffers();
@@ -268,7 +270,9 @@ impl Adam {
             timestamp_writes: timer.as_ref().map(splat_render::PassTimer::writes),
         });
         pass.set_pipeline(&self.pipeline);
-        for (slot, (param, bind)) in params.iter().zip(&bindings.groups).enumerate() {
+        // Means, log-scales, quats, opacities, then SH bands 0..=sh_degree.
+        let used = 5 + sh_degree.min(3) as usize;
+        for (slot, (param, bind)) in params.iter().zip(&bindings.groups).enumerate().take(used) {
             let count = (param.size() / 4) as u32;
             pass.set_bind_group(0, bind, &[(slot as u64 * SLOT) as u32]);
             let (x, y) = self.limits.grid(count.div_ceil(256));
