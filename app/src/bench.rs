@@ -19,6 +19,8 @@ pub struct BenchArgs {
     pub sizes: Vec<u32>,
     pub sh_degree: u32,
     pub runs: usize,
+    /// Print the GPU time of each stage (timestamp queries), median over the runs.
+    pub profile: bool,
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -40,6 +42,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         let scene = random_scene(n as usize, args.sh_degree);
         for &size in &args.sizes {
             let owner = Owner::Run(u64::from(n) * 10_000 + u64::from(size));
+            if args.profile {
+                ctx.start_profiling()?;
+            }
             let result = bench_one(&ctx, &renderer, &scene, size, args.runs, owner);
             ctx.wait_idle()?;
             match result {
@@ -52,6 +57,20 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
                     r.peak_bytes as f64 / f64::from(n.max(1)),
                 ),
                 Err(e) => println!("{n:>9} {:>6} skipped: {e:#}", format!("{size}²")),
+            }
+            if args.profile {
+                let frames = ctx.finish_profiling()?.frames;
+                let line: Vec<String> = STAGES
+                    .iter()
+                    .filter(|stage| {
+                        frames.iter().any(|f| f.passes.iter().any(|p| p.stage == **stage))
+                    })
+                    .map(|stage| {
+                        let mut ms: Vec<f64> = frames.iter().map(|f| f.stage_ms(stage)).collect();
+                        format!("{stage} {:.1}", percentile(&mut ms, 0.5))
+                    })
+                    .collect();
+                println!("{:>16} GPU ms (median): {}", "", line.join(", "));
             }
         }
     }
@@ -108,6 +127,14 @@ fn bench_one(
         let forward_time = start.elapsed();
         renderer.backward(ctx, &params, &scratch, &v_image, &grads)?;
         ctx.wait_idle()?;
+        if ctx.is_profiling() {
+            // This run's passes form one frame of timings.
+            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("profiler"),
+            });
+            ctx.profile_frame(&mut encoder);
+            ctx.queue.submit([encoder.finish()]);
+        }
         if run > 0 {
             forward.push(forward_time);
             forward_backward.push(start.elapsed());

@@ -168,6 +168,9 @@ enum Command {
         /// Timed runs per case (after one warm-up); the median is reported.
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// Also print each stage's GPU time (timestamp queries).
+        #[arg(long)]
+        profile: bool,
     },
 }
 
@@ -246,8 +249,8 @@ fn main() -> ExitCode {
             profile,
             json,
         }),
-        Command::BenchRender { splats, sizes, sh_degree, runs } => {
-            bench::run(&bench::BenchArgs { splats, sizes, sh_degree, runs: runs.max(1) })
+        Command::BenchRender { splats, sizes, sh_degree, runs, profile } => {
+            bench::run(&bench::BenchArgs { splats, sizes, sh_degree, runs: runs.max(1), profile })
         }
         Command::Render { scene, camera, camera_from, index, out, background, antialiased } => {
             render_cmd::run(&render_cmd::RenderArgs {

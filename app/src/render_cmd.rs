@@ -59,7 +59,16 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<()> {
         antialiased: args.antialiased,
         sh_degree: None,
     };
-    renderer.forward(&ctx, &gpu, &camera, &settings, &mut scratch)?;
+    let stats = renderer.forward(&ctx, &gpu, &camera, &settings, &mut scratch)?;
+    let n = splats.len().max(1) as f64;
+    println!(
+        "{} splats, {} visible, {} tile intersections ({:.2} a splat, {:.2} a visible splat)",
+        splats.len(),
+        stats.visible,
+        stats.intersections,
+        f64::from(stats.intersections) / n,
+        f64::from(stats.intersections) / f64::from(stats.visible.max(1)),
+    );
     let pixels = scratch.read_image(&ctx)?;
     write_png(&args.out, camera.width, camera.height, &pixels)
 }

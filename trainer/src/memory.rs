@@ -29,14 +29,15 @@
 //! | densification statistics                      | 12                | 12   | 12   |
 //! | **state**                                     | 16·(11 + 3K) + 12 | 236  | 956  |
 //! | refinement plan                               | 32                | 32   | 32   |
-//! | rasterizer scratch, per splat of capacity: projected 48, `v_projected` 36, five u32 arrays 20, depth sort 8.1, scan 0.01 | 112.1 | | |
-//! | rasterizer scratch, per intersection of capacity: tile ids 4, splat ids 4, tile sort 8.1 | 16.1 | | |
+//! | rasterizer scratch, per splat of capacity: projected 48, `v_projected` 36, five u32 arrays 20, depth sort 8.1, two scans 0.02 | 112.1 | | |
+//! | rasterizer scratch, per intersection of capacity: tile ids 4, intersection ids 4, their splats 4, dL/dprojected partials 36, tile sort 8.1 | 56.1 | | |
 //!
 //! Per pixel: image 16, final transmittance 4, last entry 4, `v_image` 16, two targets 8,
 //! loss maps 36 (84 bytes); per tile: ranges 8, loss sums 16 and their readback 16.
 //!
 //! So a refinement at the cap takes, a splat, 2 × 956 + 32 + 1.5 × 112.1 ≈ 2,112 bytes at
-//! SH 3 and ≈ 672 at SH 0, plus 1.5 × 16.1 ≈ 24 bytes for each tile it touches.
+//! SH 3 and ≈ 672 at SH 0, plus 1.5 × 56.1 ≈ 84 bytes for each tile it touches (the backward
+//! pass's per-intersection partials, 36 of them, are the price of a sum in fixed order).
 //!
 //! The factors no layout fixes were measured on real runs ([`measure_peak`], and the tests in
 //! `trainer/tests/memory_prediction.rs`); see [`MemoryModel`] and
@@ -93,9 +94,10 @@ const MIN_GROWN: u64 = 256;
 const ADAM_UNIFORM_BYTES: u64 = 8 * 256;
 /// The refinement's gather/split uniform slots: 9 of 256 bytes (densify/mod.rs).
 const DENSIFY_UNIFORM_BYTES: u64 = 9 * 256;
-/// Uniform blocks of the frame scratch, at their 64-byte minimum: render (144 bytes),
-/// intersect, raster, the intersection total and its readback (renderer.rs).
-const FRAME_FIXED_BYTES: u64 = 144 + 4 * MIN_SCRATCH_BUFFER;
+/// Small blocks of the frame scratch, at their 64-byte minimum: render uniform (144 bytes),
+/// intersect and raster uniforms, the scan total, the frame totals and their readback
+/// (renderer.rs).
+const FRAME_FIXED_BYTES: u64 = 144 + 5 * MIN_SCRATCH_BUFFER;
 /// The loss's parameter block (loss/mod.rs, `LossParams`).
 const LOSS_PARAMS_BYTES: u64 = 32;
 /// Bytes per pixel of the loss's derivative maps (3 channels × 3 maps × f32).
@@ -343,9 +345,10 @@ impl MemoryModel {
     /// The largest splat count whose buffers each fit one storage binding and one buffer of
     /// a device with `limits` (0 if not even one splat does, or the image's loss maps do
     /// not fit): the largest are the rasterizer's projected splats (48 bytes × the grown
-    /// capacity), the highest SH band (84 bytes a splat at degree 3) and the intersection
-    /// sort (4 bytes × the grown intersections). On lavapipe (128 MiB bindings) that is 1.6M
-    /// splats of degree 3, whatever the budget.
+    /// capacity), the highest SH band (84 bytes a splat at degree 3) and the backward pass's
+    /// intersection partials (36 bytes × the grown intersections). On lavapipe (128 MiB
+    /// bindings) at 4 intersections a splat the partials bind first: 621k splats, whatever
+    /// the budget.
     #[must_use]
     pub fn max_splats_for_limits(&self, limits: &wgpu::Limits, shape: &RunShape) -> u64 {
         let binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
@@ -358,7 +361,7 @@ impl MemoryModel {
             let intersections = self.grown((n as f64 * ips).ceil() as u64);
             let largest = (splats * PROJECTED_BYTES)
                 .max(splats * PROJECTED_GRAD_FLOATS * 4)
-                .max(intersections * 4)
+                .max(intersections * PROJECTED_GRAD_FLOATS * 4)
                 .max(n * param_floats * 4)
                 .max(pixels * LOSS_MAPS_BYTES_PER_PIXEL);
             largest <= binding
@@ -414,11 +417,13 @@ fn frame_scratch(tally: &mut Tally, splats: u64, intersections: u64, pixels: u64
     raster += scratch(splats * PROJECTED_BYTES)
         + 5 * scratch(splats * 4)
         + scratch(splats * PROJECTED_GRAD_FLOATS * 4);
-    // Per intersection: tile ids, intersection splats.
-    raster += 2 * scratch(intersections * 4);
+    // Per intersection: tile ids, intersection ids, their splats, dL/dprojected partials.
+    raster += 3 * scratch(intersections * 4) + scratch(intersections * PROJECTED_GRAD_FLOATS * 4);
     // Per tile: ranges; per pixel: image, final transmittance, last entry.
     raster += scratch(tiles * 8) + scratch(pixels * 16) + 2 * scratch(pixels * 4);
     tally.add(Category::RasterizerScratch, raster);
+    // The visible-flag scan (all splats) and the tile-count scan (the visible ones).
+    scan_scratch(tally, splats);
     scan_scratch(tally, splats);
     sort_scratch(tally, splats);
     sort_scratch(tally, intersections);

@@ -23,6 +23,7 @@ const BATCH: u32 = 256u;
 var<workgroup> batch_mean: array<vec2<f32>, BATCH>;
 var<workgroup> batch_conic: array<vec4<f32>, BATCH>;   // A, B, C, opacity
 var<workgroup> batch_color: array<vec4<f32>, BATCH>;   // rgb, sigma_cut
+var<workgroup> batch_blocks: array<u32, BATCH>;        // block_mask
 var<workgroup> done_count: atomic<u32>;
 
 @compute @workgroup_size(16, 16)
@@ -38,6 +39,7 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid
     let pixel = tile_xy * TILE + lid3.xy;
     let inside = pixel.x < ru.image_size.x && pixel.y < ru.image_size.y;
     let centre = vec2<f32>(pixel) + 0.5;
+    let block_bit = pixel_block_bit(lid3.xy);
     let range = ranges[tile];
 
     var t = 1.0;
@@ -63,10 +65,14 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid
             batch_mean[lid] = p.mean2d;
             batch_conic[lid] = vec4<f32>(p.conic, p.opacity);
             batch_color[lid] = vec4<f32>(p.color, p.sigma_cut);
+            batch_blocks[lid] = block_mask(p.mean2d, p.conic, p.sigma_cut, tile_xy);
         }
         workgroupBarrier();
         let n = min(BATCH, range.y - start);
         for (var k = 0u; k < n && !done; k++) {
+            if (batch_blocks[k] & block_bit) == 0u {
+                continue;
+            }
             let con = batch_conic[k];
             let sigma = conic_sigma(con.xyz, centre - batch_mean[k]);
             if sigma < 0.0 || sigma > batch_color[k].w {
