@@ -329,8 +329,9 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         }
         let busy = busy_ms / ms_per_step;
         println!("{:>22} {busy_ms:>10.3}", "all passes (mean)");
-        // The step's one wait for the CPU: the intersection count read back before "emit".
-        let mut stall: Vec<f64> = frames.iter().filter_map(|f| f.gap_before_ms("emit")).collect();
+        // The step's one wait for the CPU: the counts read back before the depth sort.
+        let mut stall: Vec<f64> =
+            frames.iter().filter_map(|f| f.gap_before_ms("depth sort")).collect();
         let (stall_median, stall_p90) = (percentile(&mut stall, 0.5), percentile(&mut stall, 0.9));
         println!("{:>22} {stall_median:>10.3} {stall_p90:>10.3}", "idle: count read-back");
         println!("GPU-busy fraction: {busy:.3} (sum of pass times / wall time of a step)");

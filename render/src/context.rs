@@ -9,9 +9,8 @@ use crate::profiler::Profiler;
 use crate::readback::Poller;
 
 /// Optional features we use where the adapter has them; kernels keep a fallback for each.
-const WANTED_FEATURES: wgpu::Features = wgpu::Features::SUBGROUP
-    .union(wgpu::Features::SHADER_FLOAT32_ATOMIC)
-    .union(wgpu::Features::TIMESTAMP_QUERY);
+const WANTED_FEATURES: wgpu::Features =
+    wgpu::Features::SUBGROUP.union(wgpu::Features::TIMESTAMP_QUERY);
 
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {

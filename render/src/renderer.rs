@@ -5,9 +5,10 @@
 //! One sync point per frame: after projection the frame's counts (visible splats, tile
 //! intersections, depth range) are read back, so the depth sort covers only the visible splats
 //! with only the key bits their depths need, and the intersection buffers are sized from the
-//! real count. Nothing is summed with float atomics: the same scene gives the same bits. All per-frame buffers live in a
-//! [`FrameScratch`] that only grows (by half again when it must), so rendering the same scene
-//! a thousand times leaves the ledger where the first frames left it.
+//! real count. Nothing is summed with float atomics: the same scene gives the same bits. All
+//! per-frame buffers live in a [`FrameScratch`] that only grows (by half again when it must),
+//! so rendering the same scene a thousand times leaves the ledger where the first frames left
+//! it.
 
 use crate::gpu_splats::{GpuSplats, SplatGradients, read_f32};
 use crate::kernels::scan::{PrefixScan, ScanScratch};
@@ -296,35 +297,7 @@ impl Renderer {
         ctx.queue.write_buffer(&scratch.intersect_uniform, 0, bytemuck::bytes_of(&intersect));
         encoder.clear_buffer(&scratch.ranges, 0, None);
         if visible > 0 {
-            let bind = self.intersect_bind_group(ctx, IntersectStage::Compact, scratch);
-            dispatch(ctx, encoder, "depth sort", &self.compact, &bind, self.groups(n));
-            let key_bits = counts.depth_key_bits();
-            if visible > 1 && key_bits > 0 {
-                ctx.profile_stage("depth sort");
-                self.sort.encode(
-                    ctx,
-                    encoder,
-                    &scratch.depth_keys,
-                    &scratch.splat_ids,
-                    visible,
-                    key_bits,
-                    &scratch.sort_splats,
-                )?;
-            }
-            let bind = self.intersect_bind_group(ctx, IntersectStage::GatherCounts, scratch);
-            dispatch(ctx, encoder, "emit", &self.gather_counts, &bind, self.groups(visible));
-            ctx.profile_stage("emit");
-            self.scan.encode_exclusive(
-                ctx,
-                encoder,
-                &scratch.counts,
-                &scratch.offsets,
-                &scratch.total,
-                visible,
-                &scratch.scan_visible,
-            )?;
-            let bind = self.intersect_bind_group(ctx, IntersectStage::Emit, scratch);
-            dispatch(ctx, encoder, "emit", &self.emit, &bind, self.groups(visible));
+            self.encode_depth_order(ctx, encoder, scratch, n, counts)?;
         }
         if intersections > 0 {
             let tile_bits = (32 - (num_tiles.max(2) - 1).leading_zeros()).max(1);
@@ -375,6 +348,50 @@ impl Renderer {
         scratch.last_frame =
             Some(LastFrame { splats: n, width: begun.width, height: begun.height, visible });
         Ok(FrameStats { visible, intersections })
+    }
+
+    /// The visible splats in depth order and each one's place among the intersections:
+    /// compact, depth sort (only the key bits `counts` needs), gather the tile counts, scan
+    /// them, emit the intersections.
+    fn encode_depth_order(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        scratch: &FrameScratch,
+        n: u32,
+        counts: FrameCounts,
+    ) -> Result<(), GpuError> {
+        let visible = counts.visible;
+        let bind = self.intersect_bind_group(ctx, IntersectStage::Compact, scratch);
+        dispatch(ctx, encoder, "depth sort", &self.compact, &bind, self.groups(n));
+        let key_bits = counts.depth_key_bits();
+        if visible > 1 && key_bits > 0 {
+            ctx.profile_stage("depth sort");
+            self.sort.encode(
+                ctx,
+                encoder,
+                &scratch.depth_keys,
+                &scratch.splat_ids,
+                visible,
+                key_bits,
+                &scratch.sort_splats,
+            )?;
+        }
+        let bind = self.intersect_bind_group(ctx, IntersectStage::GatherCounts, scratch);
+        dispatch(ctx, encoder, "emit", &self.gather_counts, &bind, self.groups(visible));
+        ctx.profile_stage("emit");
+        self.scan.encode_exclusive(
+            ctx,
+            encoder,
+            &scratch.counts,
+            &scratch.offsets,
+            &scratch.total,
+            visible,
+            &scratch.scan_visible,
+        )?;
+        let bind = self.intersect_bind_group(ctx, IntersectStage::Emit, scratch);
+        dispatch(ctx, encoder, "emit", &self.emit, &bind, self.groups(visible));
+        Ok(())
     }
 
     /// Pass 1: project, flag and count the visible splats and their intersections
@@ -873,7 +890,7 @@ impl FrameScratch {
     /// wait of a forward pass. Awaiting does not block the thread (see
     /// [`GpuContext::read_mapped`]); dropping the future cancels the read.
     pub async fn counts(&self, ctx: &GpuContext) -> Result<FrameCounts, GpuError> {
-        ctx.read_mapped(&self.counts_readback, 16, |b| bytemuck::pod_read_unaligned(b)).await
+        ctx.read_mapped(&self.counts_readback, 16, bytemuck::pod_read_unaligned).await
     }
 
     /// The last forward pass's image size, if any.

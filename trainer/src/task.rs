@@ -13,7 +13,7 @@
 //! The task is async: one named thread runs a current-thread tokio runtime whose only task is
 //! this one. It never polls the device itself: GPU read-backs are awaited, and the context's
 //! `gpu-poller` thread resolves them. Each step begins by submitting its projection and then
-//! waits, in one `select!`, for either the step's intersection count (the step's one wait for
+//! waits, in one `select!`, for either the step's counts (the step's one wait for
 //! the GPU) or a command; a command wins and the step is abandoned (it had changed nothing), so
 //! Pause, Stop and New run land within one step however long a step takes.
 
@@ -417,7 +417,7 @@ impl Task {
         }
     }
 
-    /// Begins a step, then waits for whichever comes first: the step's intersection count
+    /// Begins a step, then waits for whichever comes first: the step's counts
     /// (the step then finishes: `None`) or a command (the step is abandoned — it had changed
     /// nothing — and the command returned; `Some(None)` when every sender is gone).
     async fn step_or_command(&mut self) -> Option<Option<Command>> {

@@ -1,6 +1,6 @@
 //! The viewport renderer: a named thread (`splat-viewer`) that renders the splats the UI asks
 //! for, from the camera it asks for, into a texture egui draws. The UI thread only writes a
-//! request and reads the last result; the rasterizer's read-back (the intersection count)
+//! request and reads the last result; the rasterizer's read-back (the frame's counts)
 //! blocks this thread, never the UI.
 //!
 //! Everything here is owned by [`Owner::Viewer`] in the ledger: the rasterizer scratch, the

@@ -488,7 +488,7 @@ fn project_splat(
     let mean2d = math::project_mean(p, cam);
     let radius = math::screen_radius(cov_dil)?;
     let sigma_cut = SIGMA_3.min((opacity / ALPHA_MIN).ln());
-    if !(sigma_cut >= 0.0) {
+    if sigma_cut.is_nan() || sigma_cut < 0.0 {
         return None;
     }
     let (tile_min, tile_max) = tile_span(mean2d, conic, sigma_cut, cam.tiles());
