@@ -123,6 +123,38 @@ fn gpu_adam_matches_cpu_adam() {
 }
 
 #[test]
+fn bands_above_the_active_degree_are_left_alone() {
+    // At active degree 1, Adam steps SH bands 0 and 1 and leaves 2 and 3 (and their moments)
+    // exactly as they were, whatever their gradient buffers hold.
+    let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
+    let adam = Adam::new(&ctx);
+    let params = scene(64, 3, 2);
+    let gpu = GpuSplats::upload(&ctx, &params, Owner::Run(1)).unwrap();
+    let grads = SplatGradients::new(&ctx, &gpu, Owner::Run(1)).unwrap();
+    let state = AdamState::new(&ctx, &gpu, Owner::Run(1)).unwrap();
+    for (band, (_, values)) in flat(&scene(64, 3, 3)).iter().skip(4).enumerate() {
+        ctx.queue.write_buffer(&grads.v_sh[band], 0, bytemuck::cast_slice(values));
+    }
+    let mut encoder =
+        ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+    adam.encode(&ctx, &mut encoder, &gpu, &grads, &state, 1, 1, lr);
+    ctx.queue.submit([encoder.finish()]);
+    let before = flat(&params);
+    for band in 0..4 {
+        let len = before[4 + band].1.len();
+        let now = read_f32(&ctx, &gpu.sh[band], len).unwrap();
+        let moment = read_f32(&ctx, &state.sh[band].m, len).unwrap();
+        if band <= 1 {
+            assert_ne!(now, before[4 + band].1, "band {band} was stepped");
+        } else {
+            assert_eq!(now, before[4 + band].1, "band {band} untouched");
+            assert!(moment.iter().all(|&m| m == 0.0), "band {band}'s moments untouched");
+        }
+    }
+    assert!(ctx.take_uncaptured_errors().is_empty());
+}
+
+#[test]
 fn adam_kernel_validates() {
     use splat_render::wgpu::naga;
     let source = Adam::source();
