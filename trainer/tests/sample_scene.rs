@@ -206,7 +206,7 @@ fn short_training_run_learns_the_scene() {
     // dev build. With the position, scale and rotation learning rates at zero (colour and
     // opacity only) the same run reaches 20.86 dB (+3.7) and SSIM 0.786; with every rate at
     // zero it stays at 17.18. Requiring +6 dB therefore needs the geometry gradients to work,
-    // and leaves ~2 dB for other adapters (float atomics add in another order) and schedules.
+    // and leaves ~2 dB for other adapters (sums in another order) and schedules.
     assert!(after.psnr > before.psnr + 6.0, "PSNR {:.2} → {:.2}", before.psnr, after.psnr);
     assert!(after.ssim > before.ssim + 0.15, "SSIM {:.3} → {:.3}", before.ssim, after.ssim);
     drop(trainer);
