@@ -125,7 +125,7 @@ fn bench_one(
             renderer.forward(ctx, &params, &camera, &settings, &mut scratch)?.intersections;
         ctx.wait_idle()?;
         let forward_time = start.elapsed();
-        renderer.backward(ctx, &params, &scratch, &v_image, &grads)?;
+        renderer.backward(ctx, &params, &mut scratch, &v_image, &grads)?;
         ctx.wait_idle()?;
         if ctx.is_profiling() {
             // This run's passes form one frame of timings.

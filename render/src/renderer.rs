@@ -439,7 +439,7 @@ impl Renderer {
         &self,
         ctx: &GpuContext,
         splats: &GpuSplats,
-        scratch: &FrameScratch,
+        scratch: &mut FrameScratch,
         v_image: &wgpu::Buffer,
         grads: &SplatGradients,
     ) -> Result<(), GpuError> {
@@ -457,7 +457,7 @@ impl Renderer {
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
         splats: &GpuSplats,
-        scratch: &FrameScratch,
+        scratch: &mut FrameScratch,
         v_image: &wgpu::Buffer,
         grads: &SplatGradients,
     ) -> Result<(), GpuError> {
@@ -471,7 +471,7 @@ impl Renderer {
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
         splats: &GpuSplats,
-        scratch: &FrameScratch,
+        scratch: &mut FrameScratch,
         v_image: &wgpu::Buffer,
         grads: &SplatGradients,
     ) -> Result<(), GpuError> {
@@ -493,6 +493,8 @@ impl Renderer {
         let n = splats.count;
         let (tiles_x, tiles_y) =
             (frame.width.div_ceil(crate::TILE_SIZE), frame.height.div_ceil(crate::TILE_SIZE));
+        scratch.ensure_partials(ctx)?;
+        let scratch = &*scratch;
         let bind = bind_group(
             ctx,
             scratch,
@@ -729,6 +731,7 @@ pub struct FrameScratch {
     pixel_capacity: u32,
     tile_capacity: u32,
     intersection_capacity: u32,
+    partial_capacity: u32,
     last_frame: Option<LastFrame>,
     begun: Option<BegunFrame>,
     uniform: GpuBuffer,
@@ -753,7 +756,8 @@ pub struct FrameScratch {
     tile_ids: GpuBuffer,
     isect_ids: GpuBuffer,
     splat_of: GpuBuffer,
-    /// dL/d(projected) of each intersection, summed over its tile: `[M, 9]`.
+    /// dL/d(projected) of each intersection, summed over its tile: `[M, 9]`, made by the first
+    /// backward pass.
     partials: GpuBuffer,
     sort_intersections: SortScratch,
     // Per tile and pixel.
@@ -803,6 +807,7 @@ impl FrameScratch {
             pixel_capacity: 0,
             tile_capacity: 0,
             intersection_capacity: 0,
+            partial_capacity: 0,
             last_frame: None,
             begun: None,
             uniform: scratch_buffer(
@@ -958,15 +963,25 @@ impl FrameScratch {
             self.tile_ids = scratch_buffer(ctx, "tile ids", m * 4, STORAGE, owner)?;
             self.isect_ids = scratch_buffer(ctx, "intersection ids", m * 4, STORAGE, owner)?;
             self.splat_of = scratch_buffer(ctx, "intersection splats", m * 4, STORAGE, owner)?;
+            self.sort_intersections = renderer.sort.scratch(ctx, cap, owner)?;
+            self.intersection_capacity = cap;
+        }
+        Ok(())
+    }
+
+    /// The backward pass's per-intersection partials, as many as the intersection buffers
+    /// hold (made on the first backward pass: a scratch that only renders has none).
+    fn ensure_partials(&mut self, ctx: &GpuContext) -> Result<(), GpuError> {
+        if self.partial_capacity < self.intersection_capacity {
+            let m = u64::from(self.intersection_capacity);
             self.partials = scratch_buffer(
                 ctx,
                 "intersection gradients",
                 m * PROJECTED_GRAD_FLOATS * 4,
                 STORAGE,
-                owner,
+                self.owner,
             )?;
-            self.sort_intersections = renderer.sort.scratch(ctx, cap, owner)?;
-            self.intersection_capacity = cap;
+            self.partial_capacity = self.intersection_capacity;
         }
         Ok(())
     }

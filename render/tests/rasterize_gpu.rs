@@ -229,7 +229,7 @@ fn check_gradients(gpu: &Gpu, splats: &Splats, cam: &Camera, settings: &RenderSe
         )
         .unwrap();
     ctx.queue.write_buffer(&grads.densify, 0, &vec![0u8; splats.len() * 12]);
-    gpu.renderer.backward(ctx, &params, &scratch, &v_buffer, &grads).unwrap();
+    gpu.renderer.backward(ctx, &params, &mut scratch, &v_buffer, &grads).unwrap();
 
     let v_rgb: Vec<[f64; 3]> = v_image.iter().map(|v| [v[0], v[1], v[2]].map(f64::from)).collect();
     let v_alpha: Vec<f64> = v_image.iter().map(|v| f64::from(v[3])).collect();

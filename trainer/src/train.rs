@@ -768,7 +768,7 @@ impl Trainer {
                 &ctx,
                 &mut encoder,
                 &state.splats,
-                &scratch.frame,
+                &mut scratch.frame,
                 &scratch.v_image,
                 &state.grads,
             )?;
