@@ -20,6 +20,7 @@ pub use context::{GpuBuffer, GpuContext, GpuError, GpuTexture, device_descriptor
 pub use gpu_splats::{GpuSplats, SplatGradients};
 pub use ledger::{Allocation, Category, Ledger, LedgerEntry, LedgerSnapshot, Owner};
 pub use profiler::{FrameTimings, PassTimer, PassTiming, Profile};
+pub use readback::SetOnDrop;
 pub use renderer::{FrameCounts, FrameScratch, FrameStats, RenderSettings, Renderer};
 pub use view_controller::ViewController;
 pub use wgpu;

@@ -253,13 +253,13 @@ impl Profiler {
 }
 
 fn map_slot(slot: &mut Slot) {
-    let ready = Arc::clone(&slot.ready);
+    let ready = crate::SetOnDrop(Arc::clone(&slot.ready));
     let queries = slot.passes.len() as u64 * 2;
     slot.buffer.slice(..queries * 8).map_async(wgpu::MapMode::Read, move |result| {
+        let _ready = ready;
         if let Err(e) = result {
             log::warn!("profiler read-back failed: {e}");
         }
-        ready.store(true, Ordering::Release);
     });
     slot.state = SlotState::Mapping;
 }

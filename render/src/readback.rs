@@ -10,9 +10,17 @@
 //! The poller waits for all work submitted so far (`PollType::wait_indefinitely`) each time it
 //! is woken; wakes that arrive while it polls are folded into one more poll, so it never
 //! spins and never misses work submitted after it started.
+//!
+//! wgpu 30 can drop a callback it has resolved without calling it: configuring a surface waits
+//! for the GPU and collects the finished work's callbacks, and when another thread submitted
+//! meanwhile it gives up with `GpuWaitTimeout` and drops them (wgpu-core 30.0.1,
+//! `Device::configure_surface`). A window resized while a run trains does exactly that. So a
+//! read-back whose callback was dropped reads the buffer anyway (it was mapped; if not, reading
+//! the range says so), and a work-done wait whose callback was dropped counts as done.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 use crate::context::GpuError;
@@ -90,6 +98,18 @@ fn blocking_poll(device: &wgpu::Device) {
     }
 }
 
+/// Sets its flag when dropped. Moved into a `map_async` callback, the flag is set when the
+/// callback has run or has been dropped uncalled (the module docs): either way the mapping is
+/// settled and the buffer can be read (if it mapped) and unmapped.
+#[derive(Debug)]
+pub struct SetOnDrop(pub Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 /// Unmaps a buffer whose mapping was requested, when the read is dropped before it finished
 /// (a pending mapping is cancelled) or after it has read (so the buffer can be written again).
 struct MapGuard<'a> {
@@ -124,14 +144,12 @@ impl crate::GpuContext {
         });
         let mut guard = MapGuard { buffer, armed: true };
         self.poller().wake(&self.device);
-        match receiver.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                // A failed mapping leaves the buffer unmapped.
-                guard.armed = false;
-                return Err(GpuError::Poll(e.to_string()));
-            }
-            Err(_) => return Err(GpuError::Poll("the GPU dropped a pending read-back".into())),
+        // A callback dropped uncalled (`Err` here; the module docs) leaves the buffer mapped
+        // all the same when its work was done; if not, reading the range says so.
+        if let Ok(Err(e)) = receiver.await {
+            // A failed mapping leaves the buffer unmapped.
+            guard.armed = false;
+            return Err(GpuError::Poll(e.to_string()));
         }
         let view = slice.get_mapped_range().map_err(|e| GpuError::Poll(e.to_string()))?;
         Ok(read(&view))
@@ -152,6 +170,8 @@ impl crate::GpuContext {
             let _ = sender.send(());
         });
         self.poller().wake(&self.device);
-        receiver.await.map_err(|_| GpuError::Poll("the GPU dropped a pending wait".into()))
+        // Dropped uncalled only once wgpu found the work done (the module docs).
+        let _done_or_dropped = receiver.await;
+        Ok(())
     }
 }

@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bytemuck::{Pod, Zeroable};
 use splat_render::wgpu;
-use splat_render::{Category, GpuBuffer, GpuContext, GpuError, Owner};
+use splat_render::{Category, GpuBuffer, GpuContext, GpuError, Owner, SetOnDrop};
 
 /// Side of the SSIM window, in pixels. Keep in sync with 3DGS (11).
 pub const WINDOW: usize = 11;
@@ -760,12 +760,14 @@ impl MetricsRing {
                 continue;
             }
             let Some(layout) = slot.layout else { continue };
-            let ready = Arc::clone(&slot.ready);
+            // Ready when the callback runs or is dropped uncalled: a flag set only by the call
+            // left `settle` waiting forever when wgpu dropped one (see `SetOnDrop`).
+            let ready = SetOnDrop(Arc::clone(&slot.ready));
             slot.buffer.slice(..layout.bytes()).map_async(wgpu::MapMode::Read, move |result| {
+                let _ready = ready;
                 if let Err(e) = result {
                     log::warn!("reading the loss back failed: {e}");
                 }
-                ready.store(true, Ordering::Release);
             });
             slot.state = SlotState::Mapping;
         }
