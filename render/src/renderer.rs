@@ -594,7 +594,7 @@ impl Renderer {
         let (pipeline, label, used): (&wgpu::ComputePipeline, _, &[u32]) = match stage {
             IntersectStage::Compact => (&self.compact, "compact", &[0, 1, 3, 4, 5, 9]),
             IntersectStage::GatherCounts => (&self.gather_counts, "gather_counts", &[0, 2, 3, 4]),
-            IntersectStage::Emit => (&self.emit, "emit", &[0, 1, 3, 5, 6, 7, 10]),
+            IntersectStage::Emit => (&self.emit, "emit", &[0, 1, 3, 4, 5, 6, 7, 10]),
             IntersectStage::TileRanges => (&self.tile_ranges, "tile_ranges", &[0, 6, 8]),
             IntersectStage::GatherGrads => {
                 (&self.gather_grads, "gather_grads", &[0, 3, 4, 5, 11, 12])

@@ -59,10 +59,20 @@ fn sigma_cut(opacity: f32) -> f32 {
 }
 
 // Half-extents in pixels of the ellipse σ ≤ cut: sqrt(2 cut Σ'₀₀), sqrt(2 cut Σ'₁₁), with Σ'
-// the inverse of the conic.
+// the inverse of the conic. Not finite for a conic whose determinant rounds to 0 or below (a
+// needle-thin splat): `extent_ok` tells, and such a splat touches no tile.
 fn ellipse_extent(conic: vec3<f32>, cut: f32) -> vec2<f32> {
     let det = conic.x * conic.z - conic.y * conic.y;
     return sqrt(2.0 * cut * vec2<f32>(conic.z, conic.x) / det);
+}
+
+// Whether an extent is finite and at least 0, tested on its bits: drivers may fold float
+// comparisons as if NaN did not exist, and a NaN turned into a loop bound hangs the GPU.
+fn extent_ok(extent: vec2<f32>) -> bool {
+    let bits = bitcast<vec2<u32>>(extent);
+    // Sign bit clear (≥ +0) and exponent not all ones (finite).
+    return all((bits & vec2<u32>(0x80000000u)) == vec2<u32>(0u))
+        && all((bits & vec2<u32>(0x7f800000u)) != vec2<u32>(0x7f800000u));
 }
 
 // Tiles [min, max) per axis of the extent's bounding box.
@@ -107,13 +117,19 @@ const BLOCK: u32 = 4u;
 fn block_mask(mean2d: vec2<f32>, conic: vec3<f32>, cut: f32, tile: vec2<u32>) -> u32 {
     let extent = ellipse_extent(conic, cut) * (1.0 + TILE_SLACK) + 0.01;
     let origin = vec2<f32>(tile * TILE);
-    let lo = clamp(floor((mean2d - extent - origin) / f32(BLOCK)), vec2<f32>(0.0), vec2<f32>(3.0));
-    let hi = clamp(floor((mean2d + extent - origin) / f32(BLOCK)), vec2<f32>(0.0), vec2<f32>(3.0));
-    // Columns lo.x..=hi.x of one row, repeated for rows lo.y..=hi.y.
-    let columns = ((2u << u32(hi.x)) - 1u) & ~((1u << u32(lo.x)) - 1u);
+    let lo = floor((mean2d - extent - origin) / f32(BLOCK));
+    let hi = floor((mean2d + extent - origin) / f32(BLOCK));
+    // Fixed trip counts and comparisons only: no float turned into a loop bound or a shift.
+    var columns = 0u;
+    var rows = 0u;
+    for (var k = 0u; k < 4u; k++) {
+        let at = f32(k);
+        columns |= select(0u, 1u << k, at >= lo.x && at <= hi.x);
+        rows |= select(0u, 1u << k, at >= lo.y && at <= hi.y);
+    }
     var mask = 0u;
-    for (var row = u32(lo.y); row <= u32(hi.y); row++) {
-        mask |= columns << (4u * row);
+    for (var row = 0u; row < 4u; row++) {
+        mask |= select(0u, columns << (4u * row), (rows & (1u << row)) != 0u);
     }
     return mask;
 }
@@ -128,7 +144,11 @@ fn pixel_block_bit(local: vec2<u32>) -> u32 {
 // tiles in the same order, from the same stored values.
 fn tiles_hit(mean2d: vec2<f32>, conic: vec3<f32>, cut: f32, tiles: vec2<u32>,
              image_size: vec2<u32>) -> u32 {
-    let span = tile_span(mean2d, ellipse_extent(conic, cut), tiles);
+    let extent = ellipse_extent(conic, cut);
+    if !extent_ok(extent) {
+        return 0u;
+    }
+    let span = tile_span(mean2d, extent, tiles);
     var hits = 0u;
     for (var ty = span.y; ty < span.w; ty++) {
         for (var tx = span.x; tx < span.z; tx++) {

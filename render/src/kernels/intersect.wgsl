@@ -73,18 +73,35 @@ fn emit(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     }
     let splat = splat_ids[j];
     let p = projected[splat];
-    // The same tiles, in the same order, as `tiles_hit` counted in the projection.
-    let span = tile_span(p.mean2d, ellipse_extent(p.conic, p.sigma_cut), iu.tiles);
-    var at = offsets[j];
+    // The same tiles, in the same order, as `tiles_hit` counted in the projection, from the
+    // same stored values. Should this shader's arithmetic round a marginal tile differently
+    // (another fused multiply-add), it still writes exactly its `counts[j]` slots: never past
+    // them, and any left over go to the span's first tile (the splat composited twice there:
+    // a flaw in marginal pixels, never a fault; the reference tests would show one).
+    let extent = ellipse_extent(p.conic, p.sigma_cut);
+    var span = vec4<u32>(0u);
+    if extent_ok(extent) {
+        span = tile_span(p.mean2d, extent, iu.tiles);
+    }
+    let start = offsets[j];
+    let end = start + counts[j];
+    var at = start;
     for (var ty = span.y; ty < span.w; ty++) {
         for (var tx = span.x; tx < span.z; tx++) {
-            if tile_touched(p.mean2d, p.conic, p.sigma_cut, vec2<u32>(tx, ty), iu.image_size) {
+            if at < end
+                && tile_touched(p.mean2d, p.conic, p.sigma_cut, vec2<u32>(tx, ty), iu.image_size) {
                 tile_ids[at] = ty * iu.tiles.x + tx;
                 isect_ids[at] = at;
                 splat_of[at] = splat;
                 at++;
             }
         }
+    }
+    let first = span.y * iu.tiles.x + span.x;
+    for (; at < end; at++) {
+        tile_ids[at] = first;
+        isect_ids[at] = at;
+        splat_of[at] = splat;
     }
 }
 
