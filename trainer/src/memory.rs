@@ -1,16 +1,17 @@
 //! Predicting a training run's peak GPU memory before it starts, and capping the splat count
 //! so that the prediction fits a budget.
 //!
-//! The peak of a run is a refinement at the splat cap: densification builds the new
-//! parameters, gradients, statistics and Adam moments while the old ones are still alive
-//! (`Densifier::apply` in `densify/mod.rs`), next to everything a step keeps (the rasterizer's
-//! [`FrameScratch`], the loss scratch, the gradient image and the two target images). With `C`
-//! the cap, `P` the pixels and `T` the 16×16 tiles of the largest image, and `I` the most tile
-//! intersections of one frame:
+//! The peak of a run is a refinement at the splat cap. A refinement drops the gradients and
+//! densification statistics (rewritten every step; the statistics were read back), then
+//! rebuilds one parameter buffer and its two Adam moments at a time, dropping the old ones
+//! and waiting for the GPU before the next (`Densifier::apply` in `densify/mod.rs`): at most
+//! one group's new buffers sit beside the old parameters and moments, with the plan. Beside
+//! that is everything a step keeps (the rasterizer's [`FrameScratch`], the loss scratch, the
+//! gradient image and the target images). With `C` the cap, `P` the pixels and `T` the 16×16
+//! tiles of the largest image, and `I` the most tile intersections of one frame:
 //!
 //! ```text
-//! peak = margin · ( (1 + refine_overlap) · state(C)   parameters, gradients, statistics, moments
-//!                 + 32 B · C                           the refinement plan
+//! peak = margin · ( max(state(C), refinement(C))       see the table
 //!                 + frame(growth · C, growth · I)      rasterizer scratch, grown by half again
 //!                 + 84 B · P + 40 B · T                images, loss maps, tile ranges and sums
 //!                 + a few KiB                          uniforms, scan/sort parameters, readback )
@@ -28,16 +29,19 @@
 //! | Adam moments m and v                          | 8·(11 + 3K)       | 112  | 472  |
 //! | densification statistics                      | 12                | 12   | 12   |
 //! | **state**                                     | 16·(11 + 3K) + 12 | 236  | 956  |
+//! | largest parameter buffer G (quats at SH 0, the highest band above) | 4·max(4, 3·(2d+1)) | 16 | 84 |
 //! | refinement plan                               | 32                | 32   | 32   |
+//! | **refinement**: parameters and moments, one group's new ones, the plan | 3·(4·(11 + 3K) + G) + 32 | 248 | 992 |
 //! | rasterizer scratch, per splat of capacity: projected 48, `v_projected` 36, five u32 arrays 20, depth sort 8.1, two scans 0.02 | 112.1 | | |
 //! | rasterizer scratch, per intersection of capacity: tile ids 4, intersection ids 4, their splats 4, dL/dprojected partials 36, tile sort 8.1 | 56.1 | | |
 //!
 //! Per pixel: image 16, final transmittance 4, last entry 4, `v_image` 16, two targets 8,
 //! loss maps 36 (84 bytes); per tile: ranges 8, loss sums 16 and their readback 16.
 //!
-//! So a refinement at the cap takes, a splat, 2 × 956 + 32 + 1.5 × 112.1 ≈ 2,112 bytes at
-//! SH 3 and ≈ 672 at SH 0, plus 1.5 × 56.1 ≈ 84 bytes for each tile it touches (the backward
-//! pass's per-intersection partials, 36 of them, are the price of a sum in fixed order).
+//! So a refinement at the cap takes, a splat, 992 + 1.5 × 112.1 ≈ 1,160 bytes at SH 3 and
+//! ≈ 416 at SH 0 (two full states, as before, took 2,112 and 672), plus 1.5 × 56.1 ≈ 84 bytes
+//! for each tile it touches (the backward pass's per-intersection partials, 36 of them, are
+//! the price of a sum in fixed order).
 //!
 //! The factors no layout fixes were measured on real runs ([`measure_peak`], and the tests in
 //! `trainer/tests/memory_prediction.rs`); see [`MemoryModel`] and
@@ -120,14 +124,6 @@ pub struct MemoryModel {
     /// 48 × 30,000). A run whose count rose since its scratch last grew holds between 1 and
     /// 1.5 × its count; the bound takes 1.5 × the cap.
     pub scratch_growth: f64,
-    /// Share of a second train state alive at a refinement's peak, besides the refined one.
-    /// Measured: in runs where an MCMC refinement at the cap relocates dead splats (old and
-    /// new state both hold `C` splats: the worst case of every strategy, since neither count
-    /// exceeds the cap), the peak less the total after the step before was one state(C) plus
-    /// the plan and its uniforms to the byte (20k splats, SH 3: 19,764,352 bytes), so 1.0.
-    /// Refinements below the cap hold less (a run growing 5 % a refinement to its cap peaked
-    /// 3.7 % under the prediction).
-    pub refine_overlap: f64,
     /// Factor on the whole prediction for what the model does not know: the small,
     /// short-lived uniform buffers of the MCMC kernels and the opacity reset, and code that
     /// changes after these measurements. Measured: without it the model was 0.01–0.28 %
@@ -138,7 +134,7 @@ pub struct MemoryModel {
 
 impl MemoryModel {
     /// The measured constants (see the fields).
-    pub const MEASURED: Self = Self { scratch_growth: 1.5, refine_overlap: 1.0, margin: 1.01 };
+    pub const MEASURED: Self = Self { scratch_growth: 1.5, margin: 1.01 };
 }
 
 impl Default for MemoryModel {
@@ -254,20 +250,27 @@ impl MemoryModel {
         let d = shape.sh_degree.min(3);
         let mut tally = Tally::default();
 
-        // The train state, once for the run and `refine_overlap` more during a refinement.
-        let states = 1.0 + self.refine_overlap.max(0.0);
+        // The train state, or a refinement of it, whichever holds more: a refinement drops
+        // the gradients and statistics, then rebuilds one parameter buffer and its moments at
+        // a time (densify/mod.rs `apply`), so at most one group's new buffers sit beside the
+        // old parameters and moments, with the plan.
         let params = param_bytes(n, d);
-        let scale = |bytes: u64| (bytes as f64 * states).ceil() as u64;
-        tally.add(Category::SplatParameters, scale(params));
-        tally.add(Category::Gradients, scale(params));
-        tally.add(Category::OptimizerState, scale(2 * params));
-        tally.add(
-            Category::DensificationStats,
-            scale((n * DENSIFY_FLOATS * 4).max(MIN_PARAM_BUFFER)),
-        );
-        tally.add(Category::Other, scale(ADAM_UNIFORM_BYTES));
-        // The refinement's plan and uniforms.
-        tally.add(Category::Other, (n * PLAN_ENTRY_BYTES).max(4) + DENSIFY_UNIFORM_BYTES);
+        let group = largest_param_buffer(n, d);
+        let densify = (n * DENSIFY_FLOATS * 4).max(MIN_PARAM_BUFFER);
+        let steady = 4 * params + densify + ADAM_UNIFORM_BYTES;
+        let plan = (n * PLAN_ENTRY_BYTES).max(4) + DENSIFY_UNIFORM_BYTES;
+        let refining = 3 * (params + group) + plan;
+        if refining > steady {
+            tally.add(Category::SplatParameters, params + group);
+            tally.add(Category::OptimizerState, 2 * (params + group));
+            tally.add(Category::Other, plan);
+        } else {
+            tally.add(Category::SplatParameters, params);
+            tally.add(Category::Gradients, params);
+            tally.add(Category::OptimizerState, 2 * params);
+            tally.add(Category::DensificationStats, densify);
+            tally.add(Category::Other, ADAM_UNIFORM_BYTES);
+        }
 
         // The rasterizer's scratch, grown for the cap and for the most intersections.
         let splat_capacity = self.grown(n);
@@ -407,6 +410,13 @@ fn param_bytes(n: u64, d: u32) -> u64 {
             if present { (n * floats * 4).max(MIN_PARAM_BUFFER) } else { MIN_PARAM_BUFFER }
         })
         .sum()
+}
+
+/// Bytes of the largest parameter buffer for `n` splats of SH degree `d` (the highest band,
+/// or the quats at degree 0).
+fn largest_param_buffer(n: u64, d: u32) -> u64 {
+    let floats = PARAM_FLOATS[..=4 + d as usize].iter().copied().max().unwrap_or(0);
+    (n * floats * 4).max(MIN_PARAM_BUFFER)
 }
 
 /// The rasterizer's `FrameScratch` at the given capacities (renderer.rs).

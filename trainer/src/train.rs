@@ -806,6 +806,11 @@ impl Trainer {
         );
 
         let seed = self.config.seed ^ u64::from(step_number).wrapping_mul(0x2545_f491_4f6c_dd1d);
+        if self.config.strategy.refines_at(step_number) {
+            // The frame's kept bind groups hold the state's buffers: let them go before the
+            // refinement replaces those group by group.
+            scratch.frame.forget_bindings();
+        }
         ctx.profile_stage("densification");
         let refined = self
             .kernels
@@ -852,10 +857,6 @@ impl Trainer {
                 return Err(e);
             }
             ctx.queue.submit([encoder.finish()]);
-        }
-        if refine.is_some() {
-            // The frame's kept bind groups hold the old state's buffers: let them go now.
-            scratch.frame.forget_bindings();
         }
         let splats = state.splats.count;
         self.run = Some(Run::Active(state, scratch));

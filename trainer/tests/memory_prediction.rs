@@ -9,13 +9,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use splat_render::{GpuContext, wgpu};
+use splat_render::{GpuContext, Owner, wgpu};
 use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
 use splat_trainer::init::splats_from_points;
 use splat_trainer::memory::{
     MEASURE_SEED, MemoryModel, PeakCheck, RunShape, check_peak, default_budget, measure_config,
-    measure_intersections_per_splat, measure_run_peak,
+    measure_init, measure_intersections_per_splat, measure_run_peak,
 };
+use splat_trainer::train::Trainer;
 
 /// The prediction may be this much above the measured peak (the task's bound on tightness).
 const MAX_OVER: f64 = 0.10;
@@ -153,16 +154,23 @@ fn a_budget_smaller_than_one_splat_gives_zero() {
 fn per_splat_terms_follow_the_buffer_layouts() {
     use splat_render::Category as C;
     let model = MemoryModel { margin: 1.0, ..MemoryModel::MEASURED };
-    for (d, per_param_set) in [(0_u32, 4 * 14), (1, 4 * 23), (2, 4 * 38), (3, 4 * 59)] {
+    // Floats a splat of all parameters, and of the largest parameter buffer (the highest
+    // SH band; the quats at degree 0).
+    for (d, per_param_set, group) in
+        [(0_u32, 4 * 14, 4 * 4), (1, 4 * 23, 4 * 9), (2, 4 * 38, 4 * 15), (3, 4 * 59, 4 * 21)]
+    {
         let shape = RunShape { intersections_per_splat: 0.0, ..RunShape::new(0, d, 64, 64) };
         let at = |n: u64| model.predict(&shape.with_splats(n));
         let (a, b) = (at(1_000_000), at(2_000_000));
         let per_splat = |c| (b.category_bytes(c) - a.category_bytes(c)) / 1_000_000;
-        // Two train states (old and new) at a refinement's peak.
-        assert_eq!(per_splat(C::SplatParameters), 2 * per_param_set);
-        assert_eq!(per_splat(C::Gradients), 2 * per_param_set);
-        assert_eq!(per_splat(C::OptimizerState), 4 * per_param_set);
-        assert_eq!(per_splat(C::DensificationStats), 2 * 12);
+        // A refinement's peak: no gradients or statistics, the old parameters and moments
+        // and one new group of them, and the plan (32 bytes); more than the steady state
+        // (4 sets and 12 bytes of statistics) at every degree.
+        assert_eq!(per_splat(C::SplatParameters), per_param_set + group);
+        assert_eq!(per_splat(C::Gradients), 0);
+        assert_eq!(per_splat(C::OptimizerState), 2 * (per_param_set + group));
+        assert_eq!(per_splat(C::DensificationStats), 0);
+        assert!(3 * (per_param_set + group) + 32 > 4 * per_param_set + 12);
         // The rasterizer's per-splat scratch: 104 B of buffers plus ~8.2 B of sort and scan,
         // for 1.5 × the splats.
         let scratch = per_splat(C::RasterizerScratch);
@@ -257,4 +265,55 @@ fn images_stay_resident_unless_they_cost_splats() {
     assert!(u64::from(tight.max_splats) > resident_cap, "streaming bought splats");
     let (w, h) = data.largest_image();
     assert_eq!(images(&tight), 2 * u64::from(w) * u64::from(h) * 4);
+}
+
+/// A refinement never holds a second copy of the state: at an MCMC refinement at the cap
+/// (old and new state of the same count, the worst case), the ledger's peak over the step
+/// is the steady state less the gradients and statistics it drops first, plus the plan and
+/// one parameter buffer's worth of new parameters and moments (the highest SH band), and
+/// the kept splats' state is rebuilt group by group.
+#[test]
+fn a_refinement_holds_one_parameter_group_more_not_a_second_state() {
+    use splat_render::Category as C;
+    let ctx = context();
+    let data = desk_statue(64);
+    let (splats, sh_degree) = (20_000_u32, 3);
+    let init = measure_init(&data, splats as usize, sh_degree);
+    let owner = Owner::Run(7);
+    let ledger = ctx.ledger();
+    let mut trainer =
+        Trainer::new(&ctx, Arc::clone(&data), &init, measure_config(splats, sh_degree, 3), owner)
+            .unwrap();
+    trainer.step().unwrap();
+    ctx.wait_idle().unwrap();
+    let steady = ledger.snapshot();
+    let run_bytes = |c| {
+        steady
+            .allocations
+            .iter()
+            .filter(|a| a.owner == owner && a.category == c)
+            .map(|a| a.bytes)
+            .sum::<u64>()
+    };
+    let (params, grads, stats) =
+        (run_bytes(C::SplatParameters), run_bytes(C::Gradients), run_bytes(C::DensificationStats));
+    ledger.reset_peak();
+    let stats_of_step = trainer.step().unwrap();
+    assert!(stats_of_step.refine.is_some(), "step 2 refines");
+    let peak = ledger.snapshot().peak_bytes;
+    let band3 = u64::from(splats) * 21 * 4;
+    let plan = u64::from(splats) * 32 + 9 * 256;
+    let bound = steady.total_bytes - grads - stats + plan + 3 * band3;
+    assert!(peak <= bound, "peak {peak} B > {bound} B");
+    // A second state would be 4 × the parameters more; this is under a third of one.
+    assert!(
+        peak - steady.total_bytes < (4 * params) / 3,
+        "peak {peak}, steady {}",
+        steady.total_bytes
+    );
+    assert_eq!(ledger.total_bytes(), steady.total_bytes, "the refined state is as large");
+    drop(trainer);
+    ctx.wait_idle().unwrap();
+    assert_eq!(ledger.snapshot().owner_bytes(owner), 0);
+    assert!(ctx.take_uncaptured_errors().is_empty());
 }

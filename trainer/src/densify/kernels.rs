@@ -247,40 +247,33 @@ impl Kernels {
         pass.dispatch_workgroups(x, y, 1);
     }
 
-    /// Records the gather of every job; job `k` reads its uniform from slot `k` of
-    /// `uniforms` (the caller wrote them).
+    /// Records one gather; it reads its uniform from slot `slot` of `uniforms` (the caller
+    /// wrote it).
     pub fn encode_gather(
         &self,
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
         plan: &wgpu::Buffer,
         uniforms: &wgpu::Buffer,
-        jobs: &[GatherJob<'_>],
+        slot: u64,
+        job: &GatherJob<'_>,
     ) {
-        for (slot, job) in jobs.iter().enumerate() {
-            let bind = bind_group(
-                ctx,
-                &self.gather,
-                Kernel::Gather.label(),
-                &[
-                    uniform_slot(uniforms, slot as u64, size_of::<GatherUniform>() as u64),
-                    plan.as_entire_binding(),
-                    job.old[0].as_entire_binding(),
-                    job.old[1].as_entire_binding(),
-                    job.old[2].as_entire_binding(),
-                    job.new[0].as_entire_binding(),
-                    job.new[1].as_entire_binding(),
-                    job.new[2].as_entire_binding(),
-                ],
-            );
-            self.dispatch(
-                encoder,
-                Kernel::Gather.label(),
-                &self.gather,
-                &bind,
-                job.uniform.elements,
-            );
-        }
+        let bind = bind_group(
+            ctx,
+            &self.gather,
+            Kernel::Gather.label(),
+            &[
+                uniform_slot(uniforms, slot, size_of::<GatherUniform>() as u64),
+                plan.as_entire_binding(),
+                job.old[0].as_entire_binding(),
+                job.old[1].as_entire_binding(),
+                job.old[2].as_entire_binding(),
+                job.new[0].as_entire_binding(),
+                job.new[1].as_entire_binding(),
+                job.new[2].as_entire_binding(),
+            ],
+        );
+        self.dispatch(encoder, Kernel::Gather.label(), &self.gather, &bind, job.uniform.elements);
     }
 
     /// Records the offsets of split children's means (after the gather copied the parents'):

@@ -33,7 +33,7 @@ use splat_render::kernels::DispatchLimits;
 use splat_render::wgpu;
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, SplatGradients};
 
-use crate::optim::AdamState;
+use crate::optim::{AdamState, Moments};
 use kernels::{GatherJob, GatherUniform, Kernel, Kernels, Role, UNIFORM_SLOT, too_many};
 use plan::{Plan, Readback, SplitMix64, logit};
 pub use plan::{RELOCATION_MAX_COPIES, SPLIT_CHILDREN, SPLIT_SCALE_DIVISOR, relocation};
@@ -188,6 +188,18 @@ pub enum Strategy {
     Mcmc(McmcConfig),
 }
 
+impl Strategy {
+    /// Whether `step` refines (the state is then rebuilt: whoever keeps bind groups of its
+    /// buffers lets them go first, so that the old buffers really go group by group).
+    #[must_use]
+    pub fn refines_at(&self, step: u32) -> bool {
+        match self {
+            Self::Default(config) => config.refines_at(step),
+            Self::Mcmc(config) => config.refines_at(step),
+        }
+    }
+}
+
 /// What one [`Densifier::after_step`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RefineStats {
@@ -236,19 +248,6 @@ const FIRST_SH_BUFFER: usize = 4;
 /// The split kernel's uniform slot, after the gathers'.
 const SPLIT_SLOT: u64 = PARAM_BUFFERS as u64;
 
-fn param_buffers(splats: &GpuSplats) -> [&GpuBuffer; PARAM_BUFFERS] {
-    [
-        &splats.means,
-        &splats.log_scales,
-        &splats.quats,
-        &splats.opacities,
-        &splats.sh[0],
-        &splats.sh[1],
-        &splats.sh[2],
-        &splats.sh[3],
-    ]
-}
-
 /// Floats per splat of buffer `b` for a scene of SH degree `sh_degree`; 0 for a band above
 /// it (a placeholder).
 fn floats_per_splat(b: usize, sh_degree: u32) -> u32 {
@@ -259,33 +258,29 @@ fn floats_per_splat(b: usize, sh_degree: u32) -> u32 {
     }
 }
 
-/// Zero parameter buffers for `count` splats, sized as [`GpuSplats::upload`] sizes them
-/// (16-byte placeholders for empty buffers: a binding may not be empty).
-fn allocate_splats(
+/// Parameter buffer `b` for `count` splats, zero, sized as [`GpuSplats::upload`] sizes it
+/// (a 16-byte placeholder when empty: a binding may not be empty).
+fn allocate_param(
     ctx: &GpuContext,
+    b: usize,
     count: u32,
     sh_degree: u32,
     owner: Owner,
-) -> Result<GpuSplats, GpuError> {
-    let buffer = |b: usize| {
-        let floats = u64::from(count) * u64::from(floats_per_splat(b, sh_degree));
-        ctx.create_buffer(
-            PARAM_LABELS[b],
-            if floats == 0 { EMPTY_BUFFER_BYTES } else { floats * 4 },
-            PARAM_USAGE,
-            Category::SplatParameters,
-            owner,
-        )
-    };
-    Ok(GpuSplats {
-        count,
-        sh_degree,
-        means: buffer(0)?,
-        log_scales: buffer(1)?,
-        quats: buffer(2)?,
-        opacities: buffer(3)?,
-        sh: [buffer(4)?, buffer(5)?, buffer(6)?, buffer(7)?],
-    })
+) -> Result<GpuBuffer, GpuError> {
+    let floats = u64::from(count) * u64::from(floats_per_splat(b, sh_degree));
+    ctx.create_buffer(
+        PARAM_LABELS[b],
+        if floats == 0 { EMPTY_BUFFER_BYTES } else { floats * 4 },
+        PARAM_USAGE,
+        Category::SplatParameters,
+        owner,
+    )
+}
+
+/// The parameter buffers of `splats`, owned: means, log-scales, quats, opacities, SH 0..=3.
+fn into_param_buffers(splats: GpuSplats) -> [GpuBuffer; PARAM_BUFFERS] {
+    let GpuSplats { means, log_scales, quats, opacities, sh: [sh0, sh1, sh2, sh3], .. } = splats;
+    [means, log_scales, quats, opacities, sh0, sh1, sh2, sh3]
 }
 
 impl Densifier {
@@ -389,7 +384,7 @@ impl Densifier {
         let read = Instant::now();
         let plan = decide(&old);
         let planned = Instant::now();
-        let state = ctx.checked("densification", || self.apply(ctx, state, &plan, owner))?;
+        let state = self.apply(ctx, state, &plan, owner).await?;
         log::debug!(
             "step {step}: {:?}; read back {:?}, planned {:?}, gather submitted {:?}",
             plan.stats,
@@ -489,7 +484,14 @@ impl Densifier {
 
     /// Carries out a plan: new buffers gathered from the old ones (or, for a plan that
     /// changes nothing, the old buffers with the statistics cleared).
-    fn apply(
+    ///
+    /// Never two copies of the state: the gradients go first (rewritten every step; the
+    /// statistics were read back), then each parameter buffer and its two moments are
+    /// gathered into new ones, the old ones dropped and the GPU awaited before the next, so
+    /// the peak is the old state's parameters and moments plus one group's. Kept splats keep
+    /// their moments bit for bit. Whoever keeps bind groups of the state's buffers has let
+    /// them go ([`Strategy::refines_at`]).
+    async fn apply(
         &self,
         ctx: &GpuContext,
         old: TrainState,
@@ -509,8 +511,11 @@ impl Densifier {
             return Ok(old);
         }
         let count = u32::try_from(plan.entries.len()).map_err(|_| too_many(u32::MAX))?;
-        let splats = allocate_splats(ctx, count, old.splats.sh_degree, owner)?;
-        let new = TrainState::new(ctx, splats, owner)?;
+        let sh_degree = old.splats.sh_degree;
+        let TrainState { splats, grads, adam } = old;
+        drop(grads);
+        let mut old_params = into_param_buffers(splats).map(Some);
+        let mut old_moments = adam.into_moments().map(Some);
 
         let plan_bytes: &[u8] = if plan.entries.is_empty() {
             &[0; size_of::<plan::PlanEntry>()]
@@ -524,43 +529,8 @@ impl Densifier {
             Category::Other,
             owner,
         )?;
-
-        let old_params = param_buffers(&old.splats);
-        let new_params = param_buffers(&new.splats);
-        let old_moments = old.adam.moments();
-        let new_moments = new.adam.moments();
-        let mut slots = vec![0_u8; UNIFORM_SLOT as usize * (PARAM_BUFFERS + 1)];
-        let mut jobs = Vec::with_capacity(PARAM_BUFFERS);
-        for b in 0..PARAM_BUFFERS {
-            let floats = floats_per_splat(b, old.splats.sh_degree);
-            if floats == 0 || count == 0 {
-                continue;
-            }
-            let role = match b {
-                1 => Role::LogScale,
-                3 => Role::Opacity,
-                _ => Role::Plain,
-            };
-            let uniform = GatherUniform {
-                elements: count.checked_mul(floats).ok_or_else(|| too_many(count))?,
-                floats_per_splat: floats,
-                role: role as u32,
-                out_count: count,
-            };
-            let at = jobs.len() * UNIFORM_SLOT as usize;
-            slots[at..at + size_of::<GatherUniform>()]
-                .copy_from_slice(bytemuck::bytes_of(&uniform));
-            jobs.push(GatherJob {
-                old: [old_params[b], &old_moments[b].m, &old_moments[b].v],
-                new: [new_params[b], &new_moments[b].m, &new_moments[b].v],
-                uniform,
-            });
-        }
-        let split =
-            GatherUniform { elements: count, floats_per_splat: 0, role: 0, out_count: count };
-        let at = SPLIT_SLOT as usize * UNIFORM_SLOT as usize;
-        slots[at..at + size_of::<GatherUniform>()].copy_from_slice(bytemuck::bytes_of(&split));
-        let uniforms = ctx.create_buffer_init(
+        let (slots, uniforms) = gather_uniforms(count, sh_degree)?;
+        let uniform_buffer = ctx.create_buffer_init(
             "densify uniforms",
             &slots,
             wgpu::BufferUsages::STORAGE,
@@ -568,29 +538,123 @@ impl Densifier {
             owner,
         )?;
 
+        let mut new_params = Vec::with_capacity(PARAM_BUFFERS);
+        let mut new_moments = Vec::with_capacity(PARAM_BUFFERS);
+        for b in 0..PARAM_BUFFERS {
+            let param = allocate_param(ctx, b, count, sh_degree, owner)?;
+            let moments = AdamState::zero_moments(ctx, PARAM_LABELS[b], param.size(), owner)?;
+            if let (Some(uniform), Some(old_param), Some(old_moment)) =
+                (uniforms[b], &old_params[b], &old_moments[b])
+            {
+                let job = GatherJob {
+                    old: [old_param, &old_moment.m, &old_moment.v],
+                    new: [&param, &moments.m, &moments.v],
+                    uniform,
+                };
+                // The means' split reads the old quats and log-scales, gathered later.
+                let split = match (b, plan.has_splits(), &old_params[2], &old_params[1]) {
+                    (0, true, Some(quats), Some(log_scales)) => Some((&**quats, &**log_scales)),
+                    _ => None,
+                };
+                self.gather_group(ctx, &plan_buffer, &uniform_buffer, b, &job, split)?;
+            }
+            new_params.push(param);
+            new_moments.push(moments);
+            old_params[b] = None;
+            old_moments[b] = None;
+            // The old group's memory is back before the next group's is taken.
+            ctx.idle().await?;
+        }
+        let params: [GpuBuffer; PARAM_BUFFERS] =
+            new_params.try_into().unwrap_or_else(|_| unreachable!("one per parameter buffer"));
+        let [means, log_scales, quats, opacities, sh0, sh1, sh2, sh3] = params;
+        let splats = GpuSplats {
+            count,
+            sh_degree,
+            means,
+            log_scales,
+            quats,
+            opacities,
+            sh: [sh0, sh1, sh2, sh3],
+        };
+        let moments: [Moments; PARAM_BUFFERS] =
+            new_moments.try_into().unwrap_or_else(|_| unreachable!("one per parameter buffer"));
+        // The plan goes before the gradients come: not beside them.
+        drop((plan_buffer, uniform_buffer));
+        let adam = AdamState::from_moments(ctx, moments, owner)?;
+        let grads = SplatGradients::new(ctx, &splats, owner)?;
+        Ok(TrainState { splats, grads, adam })
+    }
+
+    /// Gathers parameter buffer `b` and its moments (`job`), and with `split` (the old quats
+    /// and log-scales) offsets the split children's means; submitted.
+    fn gather_group(
+        &self,
+        ctx: &GpuContext,
+        plan: &wgpu::Buffer,
+        uniforms: &wgpu::Buffer,
+        b: usize,
+        job: &GatherJob<'_>,
+        split: Option<(&wgpu::Buffer, &wgpu::Buffer)>,
+    ) -> Result<(), GpuError> {
         ctx.checked("densify gather", || {
             let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("densify gather"),
             });
-            self.kernels.encode_gather(ctx, &mut encoder, &plan_buffer, &uniforms, &jobs);
-            if plan.has_splits() {
+            self.kernels.encode_gather(ctx, &mut encoder, plan, uniforms, b as u64, job);
+            if let Some((quats, log_scales)) = split {
                 self.kernels.encode_split(
                     ctx,
                     &mut encoder,
-                    &plan_buffer,
-                    &uniforms,
+                    plan,
+                    uniforms,
                     SPLIT_SLOT,
-                    count,
-                    &old.splats.quats,
-                    &old.splats.log_scales,
-                    &new.splats.means,
+                    job.uniform.out_count,
+                    quats,
+                    log_scales,
+                    job.new[0],
                 );
             }
             ctx.queue.submit([encoder.finish()]);
             Ok(())
-        })?;
-        Ok(new)
+        })
     }
+}
+
+/// The uniform slots of a refinement's gathers (slot `b` for parameter buffer `b`, `None`
+/// for an empty one) and of its split (slot [`SPLIT_SLOT`]), as bytes, and each gather's.
+fn gather_uniforms(
+    count: u32,
+    sh_degree: u32,
+) -> Result<(Vec<u8>, [Option<GatherUniform>; PARAM_BUFFERS]), GpuError> {
+    let mut slots = vec![0_u8; UNIFORM_SLOT as usize * (PARAM_BUFFERS + 1)];
+    let mut write = |slot: usize, uniform: &GatherUniform| {
+        let at = slot * UNIFORM_SLOT as usize;
+        slots[at..at + size_of::<GatherUniform>()].copy_from_slice(bytemuck::bytes_of(uniform));
+    };
+    let mut uniforms = [None; PARAM_BUFFERS];
+    for (b, uniform) in uniforms.iter_mut().enumerate() {
+        let floats = floats_per_splat(b, sh_degree);
+        if floats == 0 || count == 0 {
+            continue;
+        }
+        let role = match b {
+            1 => Role::LogScale,
+            3 => Role::Opacity,
+            _ => Role::Plain,
+        };
+        let gather = GatherUniform {
+            elements: count.checked_mul(floats).ok_or_else(|| too_many(count))?,
+            floats_per_splat: floats,
+            role: role as u32,
+            out_count: count,
+        };
+        write(b, &gather);
+        *uniform = Some(gather);
+    }
+    let split = GatherUniform { elements: count, floats_per_splat: 0, role: 0, out_count: count };
+    write(SPLIT_SLOT as usize, &split);
+    Ok((slots, uniforms))
 }
 
 /// Mixed into the seed of the position noise, so it draws other numbers than refinements.

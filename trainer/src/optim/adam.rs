@@ -92,35 +92,38 @@ use splat_render::wgpu;
 impl AdamState {
     /// Zeroed moments shaped like `splats`.
     pub fn new(ctx: &GpuContext, splats: &GpuSplats, owner: Owner) -> Result<Self, GpuError> {
-        let moments = |label: &str, like: &GpuBuffer| -> Result<Moments, GpuError> {
-            Ok(Moments {
-                m: ctx.create_buffer(
-                    &format!("{label} m"),
-                    like.size(),
-                    USAGE,
-                    Category::OptimizerState,
-                    owner,
-                )?,
-                v: ctx.create_buffer(
-                    &format!("{label} v"),
-                    like.size(),
-                    USAGE,
-                    Category::OptimizerState,
-                    owner,
-                )?,
-            })
-        };
-        Ok(Self {
-            means: moments("means", &splats.means)?,
-            log_scales: moments("log_scales", &splats.log_scales)?,
-            quats: moments("quats", &splats.quats)?,
-            opacities: moments("opacities", &splats.opacities)?,
-            sh: [
+        let moments =
+            |label: &str, like: &GpuBuffer| Self::zero_moments(ctx, label, like.size(), owner);
+        Self::from_moments(
+            ctx,
+            [
+                moments("means", &splats.means)?,
+                moments("log_scales", &splats.log_scales)?,
+                moments("quats", &splats.quats)?,
+                moments("opacities", &splats.opacities)?,
                 moments("sh band 0", &splats.sh[0])?,
                 moments("sh band 1", &splats.sh[1])?,
                 moments("sh band 2", &splats.sh[2])?,
                 moments("sh band 3", &splats.sh[3])?,
             ],
+            owner,
+        )
+    }
+
+    /// Adam's state around moments made elsewhere (a refinement gathers them group by group),
+    /// in the order of [`AdamState::moments`].
+    pub fn from_moments(
+        ctx: &GpuContext,
+        moments: [Moments; BUFFERS],
+        owner: Owner,
+    ) -> Result<Self, GpuError> {
+        let [means, log_scales, quats, opacities, sh0, sh1, sh2, sh3] = moments;
+        Ok(Self {
+            means,
+            log_scales,
+            quats,
+            opacities,
+            sh: [sh0, sh1, sh2, sh3],
             uniforms: ctx.create_buffer(
                 "adam uniforms",
                 SLOT * BUFFERS as u64,
@@ -130,6 +133,33 @@ impl AdamState {
             )?,
             bindings: Mutex::new(None),
         })
+    }
+
+    /// The moments, in the order of [`AdamState::moments`]; the kept bind groups (which hold
+    /// the parameter and gradient buffers) go.
+    #[must_use]
+    pub fn into_moments(self) -> [Moments; BUFFERS] {
+        let [sh0, sh1, sh2, sh3] = self.sh;
+        [self.means, self.log_scales, self.quats, self.opacities, sh0, sh1, sh2, sh3]
+    }
+
+    /// Zeroed moments for a parameter buffer of `bytes`, labelled after it.
+    pub fn zero_moments(
+        ctx: &GpuContext,
+        label: &str,
+        bytes: u64,
+        owner: Owner,
+    ) -> Result<Moments, GpuError> {
+        let buffer = |suffix: &str| {
+            ctx.create_buffer(
+                &format!("{label} {suffix}"),
+                bytes,
+                USAGE,
+                Category::OptimizerState,
+                owner,
+            )
+        };
+        Ok(Moments { m: buffer("m")?, v: buffer("v")? })
     }
 
     /// The moments in parameter-buffer order: means, log-scales, quats, opacities, SH 0..=3.
