@@ -31,6 +31,8 @@ pub struct BenchMemoryArgs {
     pub max_resolution: u32,
     /// Training steps per run (at least 2: the refinement is at step 2).
     pub steps: u32,
+    /// A budget to print the largest run that fits, in bytes.
+    pub budget: Option<u64>,
 }
 
 const MIB: f64 = (1 << 20) as f64;
@@ -46,7 +48,7 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
     );
     let model = MemoryModel::MEASURED;
     println!(
-        "{:>9} {:>3} {:>9} {:>6} {:>13} {:>13} {:>8} {:>18} {:>8} {:>7}",
+        "{:>9} {:>3} {:>9} {:>6} {:>13} {:>13} {:>8} {:>7} {:>18} {:>8} {:>7}",
         "splats",
         "SH",
         "image",
@@ -54,10 +56,12 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
         "predicted MiB",
         "measured MiB",
         "error",
+        "B/splat",
         "pred. (ips 4) MiB",
         "error",
         "time s"
     );
+    let mut last_shape = None;
     for &splats in &args.splats {
         let started = Instant::now();
         let check =
@@ -70,7 +74,7 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
         let measured = check.measured as f64;
         let shape = &check.shape;
         println!(
-            "{:>9} {:>3} {:>9} {:>6.2} {:>13.1} {:>13.1} {:>+7.2}% {:>18.1} {:>+7.2}% {:>7.1}",
+            "{:>9} {:>3} {:>9} {:>6.2} {:>13.1} {:>13.1} {:>+7.2}% {:>7.0} {:>18.1} {:>+7.2}% {:>7.1}",
             splats,
             args.sh_degree,
             format!("{}x{}", shape.width, shape.height),
@@ -78,10 +82,12 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
             check.predicted.peak_bytes as f64 / MIB,
             measured / MIB,
             check.relative_error() * 100.0,
+            measured / f64::from(splats.max(1)),
             default_ips.peak_bytes as f64 / MIB,
             (default_ips.peak_bytes as f64 / measured - 1.0) * 100.0,
             started.elapsed().as_secs_f64(),
         );
+        last_shape = Some(check.shape);
     }
     let errors = ctx.take_uncaptured_errors();
     anyhow::ensure!(errors.is_empty(), "GPU errors: {errors:?}");
@@ -99,5 +105,20 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
         shape.intersections_per_splat,
         model.max_splats_for_limits(&ctx.device.limits(), &shape),
     );
+    if let (Some(budget), Some(shape)) = (args.budget, last_shape) {
+        // The budget alone (a device's bindings may cap lower: above).
+        let splats = model.max_splats_for_budget(budget, &shape);
+        let peak = model.predict(&shape.with_splats(splats)).peak_bytes;
+        println!(
+            "budget {:.2} GiB: {splats} splats of SH degree {} at {}x{} (ips {:.2}), predicted \
+             peak {:.0} B a splat",
+            budget as f64 / (MIB * 1024.0),
+            args.sh_degree,
+            shape.width,
+            shape.height,
+            shape.intersections_per_splat,
+            peak as f64 / splats.max(1) as f64,
+        );
+    }
     Ok(())
 }

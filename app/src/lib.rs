@@ -15,3 +15,52 @@ pub fn human_bytes(bytes: u64) -> String {
         format!("{:.1} KiB", bytes as f64 / 1024.0)
     }
 }
+
+/// Bytes from a size people write: `24GiB`, `512 MiB`, `1.5GB`, `300kB` or plain bytes.
+/// Binary (KiB, MiB, GiB, TiB) and decimal (kB, MB, GB, TB) units, any case.
+///
+/// # Errors
+/// A message saying what is wrong with `text`.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.parse().map_err(|_| format!("{text:?} is not a size (e.g. 24GiB)"))?;
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)"
+            ));
+        }
+    };
+    let bytes = (value * scale).round();
+    if !(0.0..=u64::MAX as f64).contains(&bytes) {
+        return Err(format!("{text:?} is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn sizes_people_write() {
+        assert_eq!(parse_bytes("24GiB"), Ok(24 << 30));
+        assert_eq!(parse_bytes("512 MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("1.5gb"), Ok(1_500_000_000));
+        assert_eq!(parse_bytes("123456"), Ok(123_456));
+        assert!(parse_bytes("24 GiBs").is_err());
+        assert!(parse_bytes("GiB").is_err());
+        assert!(parse_bytes("-1GiB").is_err());
+    }
+}

@@ -29,9 +29,9 @@ struct Cli {
     /// Steps of the runs started from the window.
     #[arg(long)]
     steps: Option<u32>,
-    /// GPU memory budget of the runs started from the window, in bytes (default: from the
-    /// adapter).
-    #[arg(long)]
+    /// GPU memory budget of the runs started from the window, e.g. 6GiB or bytes (default:
+    /// from the adapter).
+    #[arg(long, value_parser = splatforge::parse_bytes)]
     memory_budget: Option<u64>,
 }
 
@@ -96,9 +96,9 @@ enum Command {
         /// Evaluate on the eval views every N steps (0: only at the end).
         #[arg(long, default_value_t = 1000)]
         eval_every: u32,
-        /// Cap the splat count so the predicted peak GPU memory fits this many bytes
-        /// (default: from the adapter).
-        #[arg(long)]
+        /// Cap the splat count so the predicted peak GPU memory fits this budget, e.g. 6GiB
+        /// or bytes (default: from the adapter).
+        #[arg(long, value_parser = splatforge::parse_bytes)]
         memory_budget: Option<u64>,
         /// Save a checkpoint (OUT/checkpoint.ckpt) every N steps (0: never).
         #[arg(long, default_value_t = 0)]
@@ -123,6 +123,10 @@ enum Command {
         max_resolution: u32,
         #[arg(long, default_value_t = 3)]
         steps: u32,
+        /// Also print the most splats whose predicted peak fits this budget (e.g. 24GiB), at
+        /// the intersections per splat measured on the last run.
+        #[arg(long, value_parser = splatforge::parse_bytes)]
+        budget: Option<u64>,
     },
     /// Step time per window over a long training run (densification off): it must not drift.
     /// With --profile: GPU milliseconds per pass (median, p90), steps/s and the GPU-busy
@@ -221,13 +225,14 @@ fn main() -> ExitCode {
             seed,
             background,
         }),
-        Command::BenchMemory { dataset, splats, sh_degree, max_resolution, steps } => {
+        Command::BenchMemory { dataset, splats, sh_degree, max_resolution, steps, budget } => {
             bench_memory::run(&bench_memory::BenchMemoryArgs {
                 dataset,
                 splats,
                 sh_degree,
                 max_resolution,
                 steps,
+                budget,
             })
         }
         Command::BenchTrain {
