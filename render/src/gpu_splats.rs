@@ -178,17 +178,24 @@ impl GpuSplats {
         ctx.queue.submit([encoder.finish()]);
     }
 
-    /// Reads the parameters back (blocks until the GPU is done).
+    /// Reads the parameters back (blocks until the GPU is done). Not from async code: see
+    /// [`GpuSplats::download_async`].
     pub fn download(&self, ctx: &GpuContext) -> Result<Splats, GpuError> {
+        pollster::block_on(self.download_async(ctx))
+    }
+
+    /// [`GpuSplats::download`] without blocking the thread. Async code must await this: a
+    /// blocking read inside a tokio task can wait forever (tokio's cooperative budget defers
+    /// the read's wake-up to the scheduler the block holds).
+    pub async fn download_async(&self, ctx: &GpuContext) -> Result<Splats, GpuError> {
         let n = self.count as usize;
-        let read = |buffer: &GpuBuffer, floats: usize| read_f32(ctx, buffer, floats);
-        let means = read(&self.means, n * 3)?;
-        let log_scales = read(&self.log_scales, n * 3)?;
-        let quats = read(&self.quats, n * 4)?;
-        let opacities = read(&self.opacities, n)?;
+        let means = read_f32_async(ctx, &self.means, n * 3).await?;
+        let log_scales = read_f32_async(ctx, &self.log_scales, n * 3).await?;
+        let quats = read_f32_async(ctx, &self.quats, n * 4).await?;
+        let opacities = read_f32_async(ctx, &self.opacities, n).await?;
         let mut bands: [Vec<f32>; 4] = Default::default();
         for (band, out) in bands.iter_mut().enumerate() {
-            *out = read(&self.sh[band], band_len(n, band, self.sh_degree))?;
+            *out = read_f32_async(ctx, &self.sh[band], band_len(n, band, self.sh_degree)).await?;
         }
         Ok(merge_sh_bands(
             Splats {

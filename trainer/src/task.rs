@@ -898,9 +898,11 @@ impl Task {
             self.warn("nothing to export: no run").await;
             return;
         };
-        let result = create_parent(path)
-            .and_then(|()| trainer.splats().map_err(|e| e.to_string()))
-            .and_then(|splats| write_splats(path, &splats));
+        let result = match create_parent(path) {
+            Ok(()) => trainer.splats_async().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        }
+        .and_then(|splats| write_splats(path, &splats));
         match result {
             Ok(()) => self.emit(Event::Exported(path.to_path_buf())).await,
             Err(e) => self.error(format!("export failed: {e}")).await,
@@ -912,13 +914,15 @@ impl Task {
             self.warn("nothing to checkpoint: no run").await;
             return;
         };
-        let result = create_parent(path)
-            .and_then(|()| trainer.snapshot().map_err(|e| e.to_string()))
-            .and_then(|snapshot| {
-                let checkpoint =
-                    Checkpoint { snapshot, dataset: checkpoint::dataset_identity(dataset) };
-                checkpoint::save(path, &checkpoint).map_err(|e| e.to_string())
-            });
+        let result = match create_parent(path) {
+            Ok(()) => trainer.snapshot_async().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        }
+        .and_then(|snapshot| {
+            let checkpoint =
+                Checkpoint { snapshot, dataset: checkpoint::dataset_identity(dataset) };
+            checkpoint::save(path, &checkpoint).map_err(|e| e.to_string())
+        });
         match result {
             Ok(()) => self.emit(Event::CheckpointSaved(path.to_path_buf())).await,
             Err(e) => self.error(format!("saving the checkpoint failed: {e}")).await,

@@ -947,19 +947,33 @@ impl Trainer {
         Ok(EvalStats { step, psnr: psnr / n, ssim: ssim / n, views: views.len() })
     }
 
-    /// The current splats, read back from the GPU (active or paused).
+    /// The current splats, read back from the GPU (active or paused). Blocks: async code
+    /// awaits [`Trainer::splats_async`].
     pub fn splats(&self) -> Result<Splats, GpuError> {
-        self.gpu_splats().ok_or_else(torn_down)?.download(&self.ctx)
+        pollster::block_on(self.splats_async())
     }
 
-    /// Everything needed to continue this run later, read back (active or paused).
+    /// [`Trainer::splats`] without blocking the thread.
+    pub async fn splats_async(&self) -> Result<Splats, GpuError> {
+        self.gpu_splats().ok_or_else(torn_down)?.download_async(&self.ctx).await
+    }
+
+    /// Everything needed to continue this run later, read back (active or paused). Blocks:
+    /// async code awaits [`Trainer::snapshot_async`].
     pub fn snapshot(&self) -> Result<RunSnapshot, GpuError> {
+        pollster::block_on(self.snapshot_async())
+    }
+
+    /// [`Trainer::snapshot`] without blocking the thread. A blocking read inside the trainer
+    /// task waited forever now and then: tokio's cooperative budget defers the read's wake-up
+    /// to the scheduler that the blocking call holds.
+    pub async fn snapshot_async(&self) -> Result<RunSnapshot, GpuError> {
         let optimizer = match self.run.as_ref().ok_or_else(torn_down)? {
-            Run::Active(state, _) => pollster::block_on(download_optimizer(&self.ctx, state))?,
+            Run::Active(state, _) => download_optimizer(&self.ctx, state).await?,
             Run::Paused(_, host) => host.clone(),
         };
         Ok(RunSnapshot {
-            splats: self.splats()?,
+            splats: self.splats_async().await?,
             optimizer,
             step: self.step,
             rng: self.rng,
