@@ -83,6 +83,17 @@ fn tile_span(mean2d: vec2<f32>, extent: vec2<f32>, tiles: vec2<u32>) -> vec4<u32
     return vec4<u32>(vec2<u32>(lo), vec2<u32>(hi));
 }
 
+// Tiles [min, max) per axis that a splat's ellipse σ ≤ cut may reach: its extent's bounding
+// box, empty when the extent is not finite. The projection's count, `emit` and the visibility
+// test all take their tiles from here.
+fn splat_tile_span(mean2d: vec2<f32>, conic: vec3<f32>, cut: f32, tiles: vec2<u32>) -> vec4<u32> {
+    let extent = ellipse_extent(conic, cut);
+    if !extent_ok(extent) {
+        return vec4<u32>(0u);
+    }
+    return tile_span(mean2d, extent, tiles);
+}
+
 fn conic_sigma(conic: vec3<f32>, d: vec2<f32>) -> f32 {
     return 0.5 * (conic.x * d.x * d.x + conic.z * d.y * d.y) + conic.y * d.x * d.y;
 }
@@ -144,11 +155,7 @@ fn pixel_block_bit(local: vec2<u32>) -> u32 {
 // tiles in the same order, from the same stored values.
 fn tiles_hit(mean2d: vec2<f32>, conic: vec3<f32>, cut: f32, tiles: vec2<u32>,
              image_size: vec2<u32>) -> u32 {
-    let extent = ellipse_extent(conic, cut);
-    if !extent_ok(extent) {
-        return 0u;
-    }
-    let span = tile_span(mean2d, extent, tiles);
+    let span = splat_tile_span(mean2d, conic, cut, tiles);
     var hits = 0u;
     for (var ty = span.y; ty < span.w; ty++) {
         for (var tx = span.x; tx < span.z; tx++) {

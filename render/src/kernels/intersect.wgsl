@@ -78,11 +78,7 @@ fn emit(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     // (another fused multiply-add), it still writes exactly its `counts[j]` slots: never past
     // them, and any left over go to the span's first tile (the splat composited twice there:
     // a flaw in marginal pixels, never a fault; the reference tests would show one).
-    let extent = ellipse_extent(p.conic, p.sigma_cut);
-    var span = vec4<u32>(0u);
-    if extent_ok(extent) {
-        span = tile_span(p.mean2d, extent, iu.tiles);
-    }
+    let span = splat_tile_span(p.mean2d, p.conic, p.sigma_cut, iu.tiles);
     let start = offsets[j];
     let end = start + counts[j];
     var at = start;

@@ -143,7 +143,7 @@ fn project(i: u32) -> Projection {
     if !(out.cut >= 0.0) {
         return out;
     }
-    let span = tile_span(out.mean2d, ellipse_extent(out.conic, out.cut), u.tiles);
+    let span = splat_tile_span(out.mean2d, out.conic, out.cut, u.tiles);
     if span.z <= span.x || span.w <= span.y {
         return out;
     }
