@@ -8,7 +8,7 @@
 //! real count. Nothing is summed with float atomics: the same scene gives the same bits. All
 //! per-frame buffers live in a [`FrameScratch`] that only grows (by half again when it must),
 //! so rendering the same scene a thousand times leaves the ledger where the first frames left
-//! it.
+//! it; a run lets it all go before a refinement ([`FrameScratch::release`]).
 
 use crate::gpu_splats::{GpuSplats, SplatGradients, read_f32};
 use crate::kernels::scan::{PrefixScan, ScanScratch};
@@ -87,7 +87,6 @@ pub struct Renderer {
     gather_counts: wgpu::ComputePipeline,
     emit: wgpu::ComputePipeline,
     tile_ranges: wgpu::ComputePipeline,
-    gather_grads: wgpu::ComputePipeline,
     rasterize_forward: wgpu::ComputePipeline,
     rasterize_backward: wgpu::ComputePipeline,
     reduction: Reduction,
@@ -141,7 +140,6 @@ impl Renderer {
             gather_counts: pipeline(ctx, Kernel::Intersect, "gather_counts"),
             emit: pipeline(ctx, Kernel::Intersect, "emit"),
             tile_ranges: pipeline(ctx, Kernel::Intersect, "tile_ranges"),
-            gather_grads: pipeline(ctx, Kernel::Intersect, "gather_grads"),
             rasterize_forward: pipeline(ctx, Kernel::RasterizeForward, "main"),
             rasterize_backward: pipeline(ctx, Kernel::RasterizeBackward(reduction), "main"),
             reduction,
@@ -346,7 +344,7 @@ impl Renderer {
             self.limits.grid(num_tiles),
         );
         scratch.last_frame =
-            Some(LastFrame { splats: n, width: begun.width, height: begun.height, visible });
+            Some(LastFrame { splats: n, width: begun.width, height: begun.height });
         Ok(FrameStats { visible, intersections })
     }
 
@@ -520,15 +518,6 @@ impl Renderer {
             &bind,
             self.limits.grid(tiles_x * tiles_y),
         );
-        let bind = self.intersect_bind_group(ctx, IntersectStage::GatherGrads, scratch);
-        dispatch(
-            ctx,
-            encoder,
-            "rasterize backward",
-            &self.gather_grads,
-            &bind,
-            self.groups(frame.visible),
-        );
         if n > 0 {
             let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
             let [g0, g1, g2, g3, g4, g5, g6, g7] = grads.buffers();
@@ -542,7 +531,7 @@ impl Renderer {
                 p5,
                 p6,
                 p7,
-                &scratch.v_projected,
+                &scratch.partials,
                 g0,
                 g1,
                 g2,
@@ -553,6 +542,8 @@ impl Renderer {
                 g7,
                 &grads.densify,
                 &scratch.tiles_touched,
+                &scratch.counts,
+                &scratch.offsets,
             ];
             let bind =
                 bind_group(ctx, scratch, &self.project_backward, "project_backward", &buffers);
@@ -576,7 +567,7 @@ impl Renderer {
     ) -> wgpu::BindGroup {
         // Each entry point uses a subset of intersect.wgsl's bindings; the automatic layout
         // holds only those, so bind exactly them.
-        let all: [(u32, &wgpu::Buffer); 13] = [
+        let all: [(u32, &wgpu::Buffer); 11] = [
             (0, &scratch.intersect_uniform),
             (1, &scratch.projected),
             (2, &scratch.tiles_touched),
@@ -588,20 +579,15 @@ impl Renderer {
             (8, &scratch.ranges),
             (9, &scratch.depth_keys),
             (10, &scratch.splat_of),
-            (11, &scratch.partials),
-            (12, &scratch.v_projected),
         ];
         let (pipeline, label, used): (&wgpu::ComputePipeline, _, &[u32]) = match stage {
             IntersectStage::Compact => (&self.compact, "compact", &[0, 1, 3, 4, 5, 9]),
             IntersectStage::GatherCounts => (&self.gather_counts, "gather_counts", &[0, 2, 3, 4]),
             IntersectStage::Emit => (&self.emit, "emit", &[0, 1, 3, 4, 5, 6, 7, 10]),
             IntersectStage::TileRanges => (&self.tile_ranges, "tile_ranges", &[0, 6, 8]),
-            IntersectStage::GatherGrads => {
-                (&self.gather_grads, "gather_grads", &[0, 3, 4, 5, 11, 12])
-            }
         };
         // The buffers bound, in binding order (no allocation): the cache's key.
-        let mut key = [&*scratch.intersect_uniform; 13];
+        let mut key = [&*scratch.intersect_uniform; 11];
         for (slot, (_, buffer)) in all.iter().filter(|(b, _)| used.contains(b)).enumerate() {
             key[slot] = buffer;
         }
@@ -630,7 +616,6 @@ enum IntersectStage {
     GatherCounts,
     Emit,
     TileRanges,
-    GatherGrads,
 }
 
 fn render_uniform(
@@ -707,7 +692,6 @@ fn dispatch(
 #[derive(Clone, Copy, Debug)]
 struct LastFrame {
     splats: u32,
-    visible: u32,
     width: u32,
     height: u32,
 }
@@ -743,12 +727,13 @@ pub struct FrameScratch {
     counts_readback: GpuBuffer,
     // Per splat.
     projected: GpuBuffer,
+    /// Tiles each splat touches (the projection), then each visible one's depth rank + 1
+    /// (`gather_counts`; 0 = not visible), by which the backward pass finds its intersections.
     tiles_touched: GpuBuffer,
     depth_keys: GpuBuffer,
     splat_ids: GpuBuffer,
     counts: GpuBuffer,
     offsets: GpuBuffer,
-    v_projected: GpuBuffer,
     scan_splats: ScanScratch,
     scan_visible: ScanScratch,
     sort_splats: SortScratch,
@@ -840,7 +825,6 @@ impl FrameScratch {
             splat_ids: scratch_buffer(ctx, "splat ids", 0, STORAGE, owner)?,
             counts: scratch_buffer(ctx, "counts", 0, STORAGE, owner)?,
             offsets: scratch_buffer(ctx, "offsets", 0, STORAGE, owner)?,
-            v_projected: scratch_buffer(ctx, "v_projected", 0, STORAGE, owner)?,
             scan_splats: renderer.scan.scratch(ctx, 1, owner)?,
             scan_visible: renderer.scan.scratch(ctx, 1, owner)?,
             sort_splats: renderer.sort.scratch(ctx, 1, owner)?,
@@ -891,6 +875,15 @@ impl FrameScratch {
         self.bindings.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
 
+    /// Lets every buffer go that the frames grew (those sized by splats, intersections,
+    /// pixels and tiles) and the kept bind groups, leaving the scratch as
+    /// [`FrameScratch::new`] made it: the next frame grows it again. A run calls it before a
+    /// refinement, whose new buffers then never sit beside a full scratch.
+    pub fn release(&mut self, ctx: &GpuContext, renderer: &Renderer) -> Result<(), GpuError> {
+        *self = Self::new(ctx, renderer, self.owner)?;
+        Ok(())
+    }
+
     /// The counts that [`Renderer::forward_begin`] found, once the GPU has them: the one
     /// wait of a forward pass. Awaiting does not block the thread (see
     /// [`GpuContext::read_mapped`]); dropping the future cancels the read.
@@ -929,8 +922,6 @@ impl FrameScratch {
             self.splat_ids = scratch_buffer(ctx, "splat ids", n * 4, STORAGE, owner)?;
             self.counts = scratch_buffer(ctx, "counts", n * 4, STORAGE, owner)?;
             self.offsets = scratch_buffer(ctx, "offsets", n * 4, STORAGE, owner)?;
-            self.v_projected =
-                scratch_buffer(ctx, "v_projected", n * PROJECTED_GRAD_FLOATS * 4, STORAGE, owner)?;
             self.scan_splats = renderer.scan.scratch(ctx, cap, owner)?;
             self.scan_visible = renderer.scan.scratch(ctx, cap, owner)?;
             self.sort_splats = renderer.sort.scratch(ctx, cap, owner)?;

@@ -1,19 +1,21 @@
 //! Predicting a training run's peak GPU memory before it starts, and capping the splat count
 //! so that the prediction fits a budget.
 //!
-//! The peak of a run is a refinement at the splat cap. A refinement drops the gradients and
-//! densification statistics (rewritten every step; the statistics were read back), then
-//! rebuilds one parameter buffer and its two Adam moments at a time, dropping the old ones
-//! and waiting for the GPU before the next (`Densifier::apply` in `densify/mod.rs`): at most
-//! one group's new buffers sit beside the old parameters and moments, with the plan. Beside
-//! that is everything a step keeps (the rasterizer's [`FrameScratch`], the loss scratch, the
-//! gradient image and the target images). With `C` the cap, `P` the pixels and `T` the 16×16
-//! tiles of the largest image, and `I` the most tile intersections of one frame:
+//! The peak of a run is at the splat cap: either a step (the train state beside the
+//! rasterizer's [`FrameScratch`], grown for the cap and the most intersections) or a
+//! refinement. Before a refinement the run lets the frame scratch go (train.rs), and the
+//! refinement drops the gradients and densification statistics (rewritten every step; the
+//! statistics were read back), then rebuilds one parameter buffer and its two Adam moments at
+//! a time, dropping the old ones and waiting for the GPU before the next
+//! (`Densifier::apply` in `densify/mod.rs`): at most one group's new buffers sit beside the
+//! old parameters and moments, with the plan. Beside both is what a step keeps (the loss
+//! scratch, the gradient image and the target images). With `C` the cap, `P` the pixels and
+//! `T` the 16×16 tiles of the largest image, and `I` the most tile intersections of one frame:
 //!
 //! ```text
-//! peak = margin · ( max(state(C), refinement(C))       see the table
-//!                 + frame(growth · C, growth · I)      rasterizer scratch, grown by half again
-//!                 + 84 B · P + 40 B · T                images, loss maps, tile ranges and sums
+//! peak = margin · ( max(state(C) + frame(growth · C, growth · I),   a step; see the table
+//!                       refinement(C))                              the scratch let go
+//!                 + 60 B · P + 32 B · T                gradient image, targets, loss maps, sums
 //!                 + a few KiB                          uniforms, scan/sort parameters, readback )
 //! ```
 //!
@@ -32,23 +34,26 @@
 //! | largest parameter buffer G (quats at SH 0, the highest band above) | 4·max(4, 3·(2d+1)) | 16 | 84 |
 //! | refinement plan                               | 32                | 32   | 32   |
 //! | **refinement**: parameters and moments, one group's new ones, the plan | 3·(4·(11 + 3K) + G) + 32 | 248 | 992 |
-//! | rasterizer scratch, per splat of capacity: projected 48, `v_projected` 36, five u32 arrays 20, depth sort 8.1, two scans 0.02 | 112.1 | | |
+//! | rasterizer scratch, per splat of capacity: projected 48, five u32 arrays 20, depth sort 8.1, two scans 0.02 | 76.1 | | |
 //! | rasterizer scratch, per intersection of capacity: tile ids 4, intersection ids 4, their splats 4, dL/dprojected partials 36, tile sort 8.1 | 56.1 | | |
 //!
-//! Per pixel: image 16, final transmittance 4, last entry 4, `v_image` 16, two targets 8,
-//! loss maps 36 (84 bytes); per tile: ranges 8, loss sums 16 and their readback 16.
+//! Per pixel: in the frame scratch image 16, final transmittance 4, last entry 4; beside it
+//! `v_image` 16, two streamed targets 8, loss maps 36. Per tile: ranges 8 in the frame
+//! scratch; loss sums 16 and their readback 16.
 //!
-//! So a refinement at the cap takes, a splat, 992 + 1.5 × 112.1 ≈ 1,160 bytes at SH 3 and
-//! ≈ 416 at SH 0 (two full states, as before, took 2,112 and 672), plus 1.5 × 56.1 ≈ 84 bytes
-//! for each tile it touches (the backward pass's per-intersection partials, 36 of them, are
-//! the price of a sum in fixed order).
+//! So the peak is a step's: a splat at SH 3 takes 956 + 1.5 × 76.1 ≈ 1,070 bytes, plus
+//! 1.5 × 56.1 ≈ 84 bytes for each tile it touches (the backward pass's per-intersection
+//! partials, 36 of them, are the price of a sum in fixed order); at SH 0, 350 plus 84 a tile.
+//! A refinement (992 at SH 3, 248 at SH 0) stays below it. Before the scratch was let go
+//! and refinements went group by group, a refinement held two full states beside the
+//! scratch: 2,112 + 168 at SH 3, with a `v_projected` of 36 bytes a splat more.
 //!
 //! The factors no layout fixes were measured on real runs ([`measure_peak`], and the tests in
 //! `trainer/tests/memory_prediction.rs`); see [`MemoryModel`] and
 //! [`DEFAULT_INTERSECTIONS_PER_SPLAT`] for each number and where it came from.
 //!
 //! Not included: a viewer rendering the same splats keeps its own [`FrameScratch`] (about
-//! 170 bytes a splat more), and what other runs hold.
+//! 115 bytes a splat and 84 a tile intersection more), and what other runs hold.
 
 use std::sync::Arc;
 
@@ -248,48 +253,49 @@ impl MemoryModel {
     pub fn predict(&self, shape: &RunShape) -> Prediction {
         let n = shape.splats;
         let d = shape.sh_degree.min(3);
-        let mut tally = Tally::default();
-
-        // The train state, or a refinement of it, whichever holds more: a refinement drops
-        // the gradients and statistics, then rebuilds one parameter buffer and its moments at
-        // a time (densify/mod.rs `apply`), so at most one group's new buffers sit beside the
-        // old parameters and moments, with the plan.
-        let params = param_bytes(n, d);
-        let group = largest_param_buffer(n, d);
-        let densify = (n * DENSIFY_FLOATS * 4).max(MIN_PARAM_BUFFER);
-        let steady = 4 * params + densify + ADAM_UNIFORM_BYTES;
-        let plan = (n * PLAN_ENTRY_BYTES).max(4) + DENSIFY_UNIFORM_BYTES;
-        let refining = 3 * (params + group) + plan;
-        if refining > steady {
-            tally.add(Category::SplatParameters, params + group);
-            tally.add(Category::OptimizerState, 2 * (params + group));
-            tally.add(Category::Other, plan);
-        } else {
-            tally.add(Category::SplatParameters, params);
-            tally.add(Category::Gradients, params);
-            tally.add(Category::OptimizerState, 2 * params);
-            tally.add(Category::DensificationStats, densify);
-            tally.add(Category::Other, ADAM_UNIFORM_BYTES);
-        }
-
-        // The rasterizer's scratch, grown for the cap and for the most intersections.
-        let splat_capacity = self.grown(n);
-        let intersections = (n as f64 * f64::from(shape.intersections_per_splat.max(0.0))).ceil();
-        let intersection_capacity = self.grown(intersections as u64);
         let pixels = u64::from(shape.width.max(1)) * u64::from(shape.height.max(1));
         let tiles = u64::from(shape.width.max(1).div_ceil(TILE_SIZE))
             * u64::from(shape.height.max(1).div_ceil(TILE_SIZE));
-        frame_scratch(&mut tally, splat_capacity, intersection_capacity, pixels, tiles);
 
-        // The rest of a step's scratch (train.rs `StepScratch`, loss/mod.rs `LossScratch`).
-        tally.add(Category::RasterizerScratch, pixels * 16); // v_image
+        // What a step keeps besides the splats' state and the rasterizer's scratch (train.rs
+        // `StepScratch`, loss/mod.rs `LossScratch`).
+        let mut kept = Tally::default();
+        kept.add(Category::RasterizerScratch, pixels * 16); // v_image
         // Every view's RGBA8 image, or the two a streamed run keeps.
         let images = if shape.resident_images > 0 { shape.resident_images } else { 2 * pixels * 4 };
-        tally.add(Category::DatasetImages, images);
-        tally.add(Category::RasterizerScratch, pixels * LOSS_MAPS_BYTES_PER_PIXEL);
-        tally.add(Category::RasterizerScratch, tiles * 16); // per-tile sums
-        tally.add(Category::Other, tiles * 16 + LOSS_PARAMS_BYTES); // their readback, params
+        kept.add(Category::DatasetImages, images);
+        kept.add(Category::RasterizerScratch, pixels * LOSS_MAPS_BYTES_PER_PIXEL);
+        kept.add(Category::RasterizerScratch, tiles * 16); // per-tile sums
+        kept.add(Category::Other, tiles * 16 + LOSS_PARAMS_BYTES); // their readback, params
 
+        // A step at the cap: the train state and the rasterizer's scratch, grown for the cap
+        // and for the most intersections.
+        let params = param_bytes(n, d);
+        let densify = (n * DENSIFY_FLOATS * 4).max(MIN_PARAM_BUFFER);
+        let mut step = kept;
+        step.add(Category::SplatParameters, params);
+        step.add(Category::Gradients, params);
+        step.add(Category::OptimizerState, 2 * params);
+        step.add(Category::DensificationStats, densify);
+        step.add(Category::Other, ADAM_UNIFORM_BYTES);
+        let intersections = (n as f64 * f64::from(shape.intersections_per_splat.max(0.0))).ceil();
+        let splat_capacity = self.grown(n);
+        let intersection_capacity = self.grown(intersections as u64);
+        frame_scratch(&mut step, splat_capacity, intersection_capacity, pixels, tiles);
+
+        // A refinement at the cap: the rasterizer's scratch let go (train.rs), the gradients
+        // and statistics dropped, then one parameter buffer and its moments rebuilt at a time
+        // (densify/mod.rs `apply`): at most one group's new buffers beside the old parameters
+        // and moments, with the plan.
+        let group = largest_param_buffer(n, d);
+        let plan = (n * PLAN_ENTRY_BYTES).max(4) + DENSIFY_UNIFORM_BYTES;
+        let mut refine = kept;
+        refine.add(Category::SplatParameters, params + group);
+        refine.add(Category::OptimizerState, 2 * (params + group));
+        refine.add(Category::Other, plan);
+        frame_scratch(&mut refine, 1, 1, 1, 1);
+
+        let tally = if refine.total() > step.total() { refine } else { step };
         let by_category: Vec<(Category, u64)> = Category::ALL
             .iter()
             .zip(tally.0)
@@ -363,7 +369,6 @@ impl MemoryModel {
             let splats = self.grown(n);
             let intersections = self.grown((n as f64 * ips).ceil() as u64);
             let largest = (splats * PROJECTED_BYTES)
-                .max(splats * PROJECTED_GRAD_FLOATS * 4)
                 .max(intersections * PROJECTED_GRAD_FLOATS * 4)
                 .max(n * param_floats * 4)
                 .max(pixels * LOSS_MAPS_BYTES_PER_PIXEL);
@@ -423,10 +428,8 @@ fn largest_param_buffer(n: u64, d: u32) -> u64 {
 fn frame_scratch(tally: &mut Tally, splats: u64, intersections: u64, pixels: u64, tiles: u64) {
     let scratch = |bytes: u64| bytes.max(MIN_SCRATCH_BUFFER);
     let mut raster = FRAME_FIXED_BYTES;
-    // Per splat: projected, tiles touched, depth keys, splat ids, counts, offsets, v_projected.
-    raster += scratch(splats * PROJECTED_BYTES)
-        + 5 * scratch(splats * 4)
-        + scratch(splats * PROJECTED_GRAD_FLOATS * 4);
+    // Per splat: projected, tiles touched, depth keys, splat ids, counts, offsets.
+    raster += scratch(splats * PROJECTED_BYTES) + 5 * scratch(splats * 4);
     // Per intersection: tile ids, intersection ids, their splats, dL/dprojected partials.
     raster += 3 * scratch(intersections * 4) + scratch(intersections * PROJECTED_GRAD_FLOATS * 4);
     // Per tile: ranges; per pixel: image, final transmittance, last entry.

@@ -807,9 +807,11 @@ impl Trainer {
 
         let seed = self.config.seed ^ u64::from(step_number).wrapping_mul(0x2545_f491_4f6c_dd1d);
         if self.config.strategy.refines_at(step_number) {
-            // The frame's kept bind groups hold the state's buffers: let them go before the
-            // refinement replaces those group by group.
-            scratch.frame.forget_bindings();
+            // The refinement's new buffers should not sit beside the frame scratch (the peak
+            // of a run, memory.rs), and the scratch's kept bind groups hold the state's
+            // buffers, which the refinement replaces group by group: let it all go. The next
+            // step grows it again (once per refinement, not per step).
+            scratch.frame.release(&ctx, &self.kernels.renderer)?;
         }
         ctx.profile_stage("densification");
         let refined = self

@@ -3,15 +3,14 @@
 // compact: the visible splats' depth keys (depth bits − the least, so only the bits that vary
 //   are sorted) and ids, each at its place among the visible splats (an exclusive scan of the
 //   projection's 0/1 flags), so the order before the sort is the splat order.
-// gather_counts: counts[j] = tiles touched by the j-th visible splat in depth order.
+// gather_counts: counts[j] = tiles touched by the j-th visible splat in depth order; that
+//   splat's entry in `tiles_touched` becomes its rank j + 1 (0 stays 0: not visible), which
+//   is how the projection's backward pass finds its intersections.
 // emit: for the j-th splat in depth order, one (tile id, intersection id) pair per tile it
 //   touches, at offsets[j].. (an exclusive scan of counts); the intersection id is that
 //   position, and `splat_of` maps it to the splat. Pairs come out in depth order, so a stable
 //   sort by tile id leaves each tile's list front to back.
 // tile_ranges: after the tile sort, [start, end) of each tile's run of pairs.
-// gather_grads (backward): each visible splat's dL/d(projected) is the sum of the partials
-//   the rasterizer wrote per intersection, added in its intersections' order: fixed, so the
-//   result is the same every run.
 
 struct IntersectUniform {
     num_splats: u32,
@@ -24,7 +23,7 @@ struct IntersectUniform {
 
 @group(0) @binding(0) var<storage, read> iu: IntersectUniform;
 @group(0) @binding(1) var<storage, read> projected: array<Projected>;     // [N]
-@group(0) @binding(2) var<storage, read> tiles_touched: array<u32>;       // [N]
+@group(0) @binding(2) var<storage, read_write> tiles_touched: array<u32>; // [N], then ranks
 @group(0) @binding(3) var<storage, read_write> splat_ids: array<u32>;     // [V] by depth
 @group(0) @binding(4) var<storage, read_write> counts: array<u32>;        // [N] flags, then [V]
 @group(0) @binding(5) var<storage, read> offsets: array<u32>;             // exclusive scan of counts
@@ -33,8 +32,6 @@ struct IntersectUniform {
 @group(0) @binding(8) var<storage, read_write> ranges: array<vec2<u32>>;  // [tiles]
 @group(0) @binding(9) var<storage, read_write> depth_keys: array<u32>;    // [V]
 @group(0) @binding(10) var<storage, read_write> splat_of: array<u32>;     // [M]
-@group(0) @binding(11) var<storage, read> partials: array<f32>;           // [M, 9]
-@group(0) @binding(12) var<storage, read_write> v_projected: array<f32>;  // [N, 9]
 
 const GROUP: u32 = 256u;
 
@@ -61,7 +58,9 @@ fn gather_counts(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocatio
     if j >= iu.num_visible {
         return;
     }
-    counts[j] = tiles_touched[splat_ids[j]];
+    let splat = splat_ids[j];
+    counts[j] = tiles_touched[splat];
+    tiles_touched[splat] = j + 1u;
 }
 
 @compute @workgroup_size(256)
@@ -115,26 +114,5 @@ fn tile_ranges(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_
     }
     if i + 1u == m || tile_ids[i + 1u] != tile {
         ranges[tile].y = i + 1u;
-    }
-}
-
-@compute @workgroup_size(256)
-fn gather_grads(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                @builtin(num_workgroups) groups: vec3<u32>) {
-    let j = flat(gid, groups, lid);
-    if j >= iu.num_visible {
-        return;
-    }
-    let start = offsets[j];
-    let end = start + counts[j];
-    var sum: array<f32, 9>;
-    for (var e = start; e < end; e++) {
-        for (var c = 0u; c < 9u; c++) {
-            sum[c] += partials[9u * e + c];
-        }
-    }
-    let splat = splat_ids[j];
-    for (var c = 0u; c < 9u; c++) {
-        v_projected[9u * splat + c] = sum[c];
     }
 }

@@ -1,10 +1,12 @@
-// Projection, backward: one thread per splat. From dL/d(projected) [N, 9] (summed by the
-// rasterizer backward pass) to the gradients of the raw parameters, recomputing the forward
-// intermediates. Also accumulates the densification statistics: the NDC gradient norm, the
+// Projection, backward: one thread per splat. From dL/d(projected) to the gradients of the
+// raw parameters, recomputing the forward intermediates. A visible splat's dL/d(projected) is
+// the sum of the partials the rasterizer's backward pass wrote for its intersections
+// (`offsets[j]`.. `+ counts[j]` for its depth rank j), added in their order: fixed, so the
+// result is the same every run. Also accumulates the densification statistics: the NDC gradient norm, the
 // number of renders the splat was visible in and its largest radius in pixels. Gradients of
 // SH bands above the active degree are not written (nothing reads them: Adam skips them too).
 
-@group(0) @binding(9) var<storage, read> v_projected: array<f32>;       // [N, 9]
+@group(0) @binding(9) var<storage, read> partials: array<f32>;          // [M, 9]
 @group(0) @binding(10) var<storage, read_write> v_means: array<f32>;    // [N, 3]
 @group(0) @binding(11) var<storage, read_write> v_log_scales: array<f32>; // [N, 3]
 @group(0) @binding(12) var<storage, read_write> v_quats: array<f32>;    // [N, 4]
@@ -14,7 +16,9 @@
 @group(0) @binding(16) var<storage, read_write> v_sh2: array<f32>;      // [N, 5, 3]
 @group(0) @binding(17) var<storage, read_write> v_sh3: array<f32>;      // [N, 7, 3]
 @group(0) @binding(18) var<storage, read_write> densify: array<f32>;    // [N, 3]
-@group(0) @binding(19) var<storage, read> tiles_touched: array<u32>;    // [N] of the forward pass
+@group(0) @binding(19) var<storage, read> ranks: array<u32>;            // [N] depth rank + 1, 0 = not visible
+@group(0) @binding(20) var<storage, read> counts: array<u32>;           // [V] intersections by rank
+@group(0) @binding(21) var<storage, read> offsets: array<u32>;          // [V] the first of them
 
 const GROUP: u32 = 256u;
 
@@ -57,16 +61,24 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
         return;
     }
     let pr = project(i);
-    // Visible = the forward pass composited it somewhere (dL/dprojected was gathered).
-    if !pr.visible || tiles_touched[i] == 0u {
+    // Visible = the forward pass composited it somewhere (intersect.wgsl gave it a rank).
+    let rank = ranks[i];
+    if !pr.visible || rank == 0u {
         store_zero(i);
         return;
     }
-    let g = 9u * i;
-    let v_mean2d = vec2<f32>(v_projected[g], v_projected[g + 1u]);
-    let v_conic = vec3<f32>(v_projected[g + 2u], v_projected[g + 3u], v_projected[g + 4u]);
-    let v_color = vec3<f32>(v_projected[g + 5u], v_projected[g + 6u], v_projected[g + 7u]);
-    let v_opacity = v_projected[g + 8u];
+    var v: array<f32, 9>;
+    let start = offsets[rank - 1u];
+    let end = start + counts[rank - 1u];
+    for (var e = start; e < end; e++) {
+        for (var c = 0u; c < 9u; c++) {
+            v[c] += partials[9u * e + c];
+        }
+    }
+    let v_mean2d = vec2<f32>(v[0], v[1]);
+    let v_conic = vec3<f32>(v[2], v[3], v[4]);
+    let v_color = vec3<f32>(v[5], v[6], v[7]);
+    let v_opacity = v[8];
     let mean = load3(i, 0u);
     let q_raw = load_quat(i);
     let view = u.camera_from_world;

@@ -2,8 +2,8 @@
 // pixel, walking the tile's list back to front from each pixel's last composited entry
 // (MATH.md, Backward). Each list entry's gradient with respect to its projected values
 // (mean2d x, y; conic A, B, C; colour r, g, b; opacity) is summed over the tile's pixels in a
-// fixed order and written once, to `partials` at the entry's intersection id; `gather_grads`
-// (intersect.wgsl) then adds each splat's entries in their order. No sum depends on which
+// fixed order and written once, to `partials` at the entry's intersection id; the projection's
+// backward pass then adds each splat's entries in their order. No sum depends on which
 // thread ran first, so the same scene and cotangent give the same bits every run.
 //
 // The sum over the tile: the lanes of a group (a subgroup where the adapter has them, else
