@@ -147,8 +147,11 @@ fn bad_input_is_one_clear_line() {
 fn checkpoints_and_resume() {
     let root = std::env::temp_dir().join(format!("splatforge-cli-resume-{}", std::process::id()));
     let first = root.join("first");
+    // Loaded at another size than the default: the checkpoint carries that.
     let (ok, stderr) = train(&[
         data("datasets/tiny-per-frame-intrinsics").to_str().unwrap(),
+        "--max-resolution",
+        "40",
         "--steps",
         "10",
         "--checkpoint-every",
@@ -162,7 +165,7 @@ fn checkpoints_and_resume() {
     let checkpoint = first.join("checkpoint.ckpt");
     assert!(checkpoint.exists(), "{stderr}");
     // Continue from the last checkpoint (step 10) to 15 steps in all, without naming the
-    // dataset: the checkpoint knows it.
+    // dataset or how it was loaded: the checkpoint knows both.
     let second = root.join("second");
     let (ok, stderr) = train(&[
         "--resume",
@@ -178,6 +181,17 @@ fn checkpoints_and_resume() {
     let metrics: serde_json::Value =
         serde_json::from_slice(&std::fs::read(second.join("metrics.json")).unwrap()).unwrap();
     assert_eq!(metrics["steps"], 15, "{metrics}");
+    // Options that contradict the checkpoint are refused, in one line.
+    let (ok, stderr) = train(&[
+        "--resume",
+        checkpoint.to_str().unwrap(),
+        "--max-resolution",
+        "50",
+        "--out",
+        second.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(stderr.contains("--max-resolution 50: the checkpoint trained at 40"), "{stderr}");
     // A damaged checkpoint is refused with one clear line.
     let damaged = root.join("damaged.ckpt");
     let mut bytes = std::fs::read(&checkpoint).unwrap();
@@ -199,6 +213,9 @@ fn checkpoints_and_resume() {
         .collect();
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(lines[0].contains("damaged.ckpt"), "{stderr}");
+    // Each thing said once (a cause's text was repeated after its own message).
+    assert_eq!(lines[0].matches("checksum").count(), 1, "{stderr}");
+    assert_eq!(lines[0].matches("damaged.ckpt").count(), 1, "{stderr}");
     std::fs::remove_dir_all(root).ok();
 }
 

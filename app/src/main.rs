@@ -83,9 +83,9 @@ enum Command {
         resume: Option<PathBuf>,
         #[arg(long, default_value_t = 30_000)]
         steps: u32,
-        /// Longest image side in pixels.
-        #[arg(long, default_value_t = 1600)]
-        max_resolution: u32,
+        /// Longest image side in pixels [default: 1600; with --resume, the checkpoint's].
+        #[arg(long)]
+        max_resolution: Option<u32>,
         /// Densification strategy: default (3DGS) or mcmc.
         #[arg(long, default_value = "default")]
         strategy: String,
@@ -108,9 +108,10 @@ enum Command {
         out: Option<PathBuf>,
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Background colour r,g,b in 0..1 (transparent pixels are composited over it).
-        #[arg(long, default_value = "0,0,0", value_parser = render_cmd::parse_background)]
-        background: [f32; 3],
+        /// Background colour r,g,b in 0..1 (transparent pixels are composited over it)
+        /// [default: 0,0,0; with --resume, the checkpoint's].
+        #[arg(long, value_parser = render_cmd::parse_background)]
+        background: Option<[f32; 3]>,
     },
     /// Predicted vs measured peak GPU memory of training runs at given splat caps.
     BenchMemory {

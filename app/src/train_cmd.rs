@@ -24,7 +24,8 @@ pub struct TrainArgs {
     pub init: Option<PathBuf>,
     pub resume: Option<PathBuf>,
     pub steps: u32,
-    pub max_resolution: u32,
+    /// `None`: the default, or the checkpoint's when resuming (so for the background).
+    pub max_resolution: Option<u32>,
     pub strategy: String,
     pub max_splats: u32,
     pub sh_degree: u32,
@@ -33,7 +34,7 @@ pub struct TrainArgs {
     pub checkpoint_every: u32,
     pub out: Option<PathBuf>,
     pub seed: u64,
-    pub background: [f32; 3],
+    pub background: Option<[f32; 3]>,
 }
 
 /// Drives the trainer task: load, start (or continue a checkpoint), follow its events.
@@ -49,11 +50,14 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         "mcmc" => Strategy::Mcmc(McmcConfig { cap: args.max_splats, ..McmcConfig::default() }),
         other => bail!("unknown strategy '{other}' (default or mcmc)"),
     };
-    let dataset = match (&args.dataset, &args.resume) {
-        (Some(dataset), _) => dataset.clone(),
-        (None, Some(checkpoint)) => {
-            PathBuf::from(checkpoint::load(checkpoint).context("cannot resume")?.dataset.path)
+    let (dataset, options) = match (&args.dataset, &args.resume) {
+        (dataset, Some(checkpoint)) => {
+            let identity =
+                checkpoint::load_dataset_identity(checkpoint).context("cannot resume")?;
+            let dataset = dataset.clone().unwrap_or_else(|| PathBuf::from(&identity.path));
+            (dataset, resume_options(args, identity.options)?)
         }
+        (Some(dataset), None) => (dataset.clone(), load_options(args)),
         (None, None) => bail!("give a DATASET to train on, or --resume CHECKPOINT"),
     };
     let out = args.out.clone().unwrap_or_else(|| default_out_dir(&dataset));
@@ -62,11 +66,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
 
     let ctx = pollster::block_on(GpuContext::new_headless())?;
     let task = TaskHandle::spawn(ctx.clone())?;
-    let options = LoadOptions {
-        max_resolution: args.max_resolution,
-        background: args.background,
-        ..LoadOptions::default()
-    };
+    let background = options.background;
     task.send(Command::LoadDataset { path: dataset.clone(), options })?;
     if let Some(bytes) = args.memory_budget {
         task.send(Command::SetMemoryBudget { bytes })?;
@@ -87,13 +87,46 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             max_splats: args.max_splats,
             eval_every: args.eval_every,
             seed: args.seed,
-            background: args.background,
+            background,
             learning_rates: LearningRates::default(),
             loss_weights: LossWeights::default(),
         };
         task.send(Command::Start { config })?;
     }
     follow(&task, args, &out)
+}
+
+/// How to load the dataset of a new run: the options given, else the defaults.
+fn load_options(args: &TrainArgs) -> LoadOptions {
+    let defaults = LoadOptions::default();
+    LoadOptions {
+        max_resolution: args.max_resolution.unwrap_or(defaults.max_resolution),
+        background: args.background.unwrap_or(defaults.background),
+        ..defaults
+    }
+}
+
+/// How to load the dataset of a resumed run: as the checkpoint's run loaded it (a checkpoint
+/// written before it kept them: the options given). Options that contradict it are refused:
+/// the run continues on the images it trained on.
+fn resume_options(args: &TrainArgs, saved: Option<LoadOptions>) -> anyhow::Result<LoadOptions> {
+    let Some(saved) = saved else { return Ok(load_options(args)) };
+    if let Some(given) = args.max_resolution.filter(|&r| r != saved.max_resolution) {
+        bail!(
+            "--max-resolution {given}: the checkpoint trained at {} and continues there (leave              the option out)",
+            saved.max_resolution
+        );
+    }
+    // Exact: both were parsed from the same kind of text, and a checkpoint keeps f32 bits.
+    #[expect(clippy::float_cmp, reason = "the same colour is the same bits")]
+    let other_background = args.background.filter(|&c| c != saved.background);
+    if let Some([r, g, b]) = other_background {
+        let [r0, g0, b0] = saved.background;
+        bail!(
+            "--background {r},{g},{b}: the checkpoint trained over {r0},{g0},{b0} and continues              so (leave the option out)"
+        );
+    }
+    Ok(saved)
 }
 
 /// Follows the task's events to the end of the run, then exports and writes the metrics.

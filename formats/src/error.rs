@@ -2,6 +2,10 @@ use std::path::PathBuf;
 
 /// What is wrong with the bytes of a file. Display strings are complete sentences fragments
 /// meant for a person: "truncated: vertex 12 of 100 ends past the end of the file".
+///
+/// The errors of this workspace say everything in their `Display`, the text of what caused
+/// them included, and so return no `source()`: a chain printer (anyhow's `{:#}`) then says
+/// each thing once.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
     /// The file ends before the data its header promises.
@@ -21,7 +25,13 @@ pub enum ParseError {
     Ply(String),
     /// Reading or decompressing failed.
     #[error("I/O: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for ParseError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
+    }
 }
 
 impl ParseError {
@@ -48,15 +58,14 @@ impl From<ply_rs_bw::parser::ParseError> for ParseError {
 
 /// A [`ParseError`] (or an I/O error) with the file it came from.
 #[derive(Debug, thiserror::Error)]
-#[error("{}: {source}", path.display())]
+#[error("{}: {error}", path.display())]
 pub struct FileError {
     pub path: PathBuf,
-    #[source]
-    pub source: ParseError,
+    pub error: ParseError,
 }
 
 impl FileError {
-    pub fn new(path: impl Into<PathBuf>, source: impl Into<ParseError>) -> Self {
-        Self { path: path.into(), source: source.into() }
+    pub fn new(path: impl Into<PathBuf>, error: impl Into<ParseError>) -> Self {
+        Self { path: path.into(), error: error.into() }
     }
 }

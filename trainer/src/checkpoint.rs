@@ -27,7 +27,8 @@
 //! The metadata holds everything that is not a big array: `writer` (informational), `step`,
 //! `rng`, `order`, `splats` (N), `sh_degree`, `moments` (number of moment pairs),
 //! `sections` (the section names, for people reading the file), `dataset`
-//! ([`DatasetIdentity`]) and `config` ([`TrainConfig`], strategy included). Every
+//! ([`DatasetIdentity`], with the options the dataset was loaded with; files written before
+//! those were stored read as `options: None`) and `config` ([`TrainConfig`], strategy included). Every
 //! floating-point value in it is a JSON *string* in Rust's shortest round-trip notation
 //! (`"0.00016"`, `"-0.0"`, `"inf"`): `serde_json`'s default number parser is not correctly
 //! rounded for every value, and strings read back bit for bit (NaN comes back as a NaN, its
@@ -66,7 +67,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use splat_formats::Splats;
 
-use crate::dataset::Dataset;
+use crate::dataset::{Dataset, LoadOptions};
 use crate::densify::{DefaultConfig, McmcConfig, Strategy};
 use crate::loss::LossWeights;
 use crate::train::{HostOptimizerState, LearningRates, RunSnapshot, TrainConfig};
@@ -89,7 +90,7 @@ const IO_CHUNK: usize = 1 << 20;
 
 /// Which dataset a run trained on: where it was, and a fingerprint of what makes it the same
 /// dataset for training.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DatasetIdentity {
     /// The folder or zip it was loaded from (for messages and for finding it again).
     pub path: String,
@@ -97,6 +98,9 @@ pub struct DatasetIdentity {
     pub fingerprint: u64,
     /// Train plus eval views.
     pub views: u32,
+    /// How the dataset was loaded (image size, background, eval split), so that a run can
+    /// load it the same way to continue; `None` in checkpoints written before they were kept.
+    pub options: Option<LoadOptions>,
 }
 
 /// What a checkpoint file holds.
@@ -111,18 +115,10 @@ pub struct Checkpoint {
 pub enum CheckpointError {
     /// Any of the errors below, about this file ([`load`] and [`save`] add it).
     #[error("{file}: {error}")]
-    File {
-        file: String,
-        #[source]
-        error: Box<CheckpointError>,
-    },
+    File { file: String, error: Box<CheckpointError> },
     /// Reading, writing, creating or renaming a file failed.
-    #[error("{action}: {source}")]
-    Io {
-        action: String,
-        #[source]
-        source: io::Error,
-    },
+    #[error("{action}: {cause}")]
+    Io { action: String, cause: io::Error },
     /// The file does not start with [`MAGIC`].
     #[error("not a splatforge checkpoint (it does not start with \"SPLATCKP\")")]
     NotACheckpoint,
@@ -147,7 +143,7 @@ pub enum CheckpointError {
     Damaged(String),
     /// The metadata JSON is not what this version expects.
     #[error("the checkpoint's metadata cannot be read: {0}")]
-    Metadata(#[source] serde_json::Error),
+    Metadata(serde_json::Error),
     /// The values given to [`write()`] cannot be stored (splat arrays of different lengths,
     /// SH degree above 3).
     #[error("cannot write this checkpoint: {0}")]
@@ -169,8 +165,8 @@ impl CheckpointError {
     }
 
     /// An I/O failure while doing `action`.
-    pub(crate) fn io(action: impl Into<String>, source: io::Error) -> Self {
-        Self::Io { action: action.into(), source }
+    pub(crate) fn io(action: impl Into<String>, cause: io::Error) -> Self {
+        Self::Io { action: action.into(), cause }
     }
 }
 
@@ -231,7 +227,47 @@ pub fn dataset_identity(dataset: &Dataset) -> DatasetIdentity {
         path: dataset.source.display().to_string(),
         fingerprint: hash.finish(),
         views: u32::try_from(views).unwrap_or(u32::MAX),
+        options: Some(dataset.options.clone()),
     }
+}
+
+/// What differs between the dataset a checkpoint trained on (`saved`) and `here`, whose
+/// fingerprints differ, in words: "it trained on 12 views of /a/x; this dataset has 14".
+#[must_use]
+pub fn identity_difference(saved: &DatasetIdentity, here: &DatasetIdentity) -> String {
+    let then = if saved.path == here.path {
+        String::new()
+    } else {
+        format!(" (it trained on {})", saved.path)
+    };
+    if saved.views != here.views {
+        return format!(
+            "it trained on {} views{then}; {} has {}",
+            saved.views, here.path, here.views
+        );
+    }
+    if let (Some(a), Some(b)) = (&saved.options, &here.options)
+        && a != b
+    {
+        return format!(
+            "it was loaded with {}{then}; {} with {}",
+            describe(a),
+            here.path,
+            describe(b)
+        );
+    }
+    format!(
+        "the same number of views ({}), but their names, image sizes or cameras differ{then}",
+        here.views
+    )
+}
+
+fn describe(options: &LoadOptions) -> String {
+    let LoadOptions { max_resolution, background, eval_every } = options;
+    let [r, g, b] = background;
+    format!(
+        "max resolution {max_resolution}, background {r},{g},{b}, every {eval_every}th view for eval"
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -442,9 +478,24 @@ pub fn load(path: &Path) -> Result<Checkpoint, CheckpointError> {
     read(&bytes).map_err(in_file)
 }
 
-/// [`read`] from a file of `have` bytes without holding the file in memory; `None` where
-/// [`read`] would find something wrong (or might: the checksum is only known at the end).
-fn stream(file: &mut File, have: u64) -> io::Result<Option<Checkpoint>> {
+/// The dataset the checkpoint file at `path` trained on, from its header and metadata only
+/// (the arrays and the checksum are [`load`]'s to check). Errors name the file.
+pub fn load_dataset_identity(path: &Path) -> Result<DatasetIdentity, CheckpointError> {
+    let cannot_read = |e| CheckpointError::in_file(path, CheckpointError::io("cannot read", e));
+    let mut file = File::open(path).map_err(cannot_read)?;
+    let have = file.metadata().map_err(cannot_read)?.len();
+    if let Some((header, head)) = read_head(&mut file, have).map_err(cannot_read)?
+        && let Ok(metadata) = header.metadata(&head)
+    {
+        return Ok(metadata.dataset.into());
+    }
+    // Something is wrong: `load` says what.
+    load(path).map(|checkpoint| checkpoint.dataset)
+}
+
+/// The header and the bytes up to the first section of a file of `have` bytes; `None` where
+/// [`read`] would find something wrong with them.
+fn read_head(file: &mut File, have: u64) -> io::Result<Option<(Header, Vec<u8>)>> {
     let mut head = vec![0; FIXED_HEADER_LEN];
     if have < (FIXED_HEADER_LEN + CHECKSUM_LEN) as u64 {
         return Ok(None);
@@ -459,6 +510,13 @@ fn stream(file: &mut File, have: u64) -> io::Result<Option<Checkpoint>> {
     let Ok(header) = Header::parse(&head, have) else { return Ok(None) };
     head.resize(header.data_start, 0);
     file.read_exact(&mut head[FIXED_HEADER_LEN..])?;
+    Ok(Some((header, head)))
+}
+
+/// [`read`] from a file of `have` bytes without holding the file in memory; `None` where
+/// [`read`] would find something wrong (or might: the checksum is only known at the end).
+fn stream(file: &mut File, have: u64) -> io::Result<Option<Checkpoint>> {
+    let Some((header, head)) = read_head(file, have)? else { return Ok(None) };
     let (Ok(ranges), Ok(metadata)) = (header.sections(&head, have), header.metadata(&head)) else {
         return Ok(None);
     };
@@ -812,19 +870,42 @@ struct DatasetDoc {
     path: String,
     fingerprint: u64,
     views: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    options: Option<LoadOptionsDoc>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoadOptionsDoc {
+    max_resolution: u32,
+    background: [F32; 3],
+    eval_every: u64,
 }
 
 impl From<&DatasetIdentity> for DatasetDoc {
     fn from(identity: &DatasetIdentity) -> Self {
-        let DatasetIdentity { path, fingerprint, views } = identity;
-        Self { path: path.clone(), fingerprint: *fingerprint, views: *views }
+        let DatasetIdentity { path, fingerprint, views, options } = identity;
+        let options = options.as_ref().map(|options| {
+            let LoadOptions { max_resolution, background, eval_every } = options;
+            LoadOptionsDoc {
+                max_resolution: *max_resolution,
+                background: background.map(F32),
+                eval_every: *eval_every as u64,
+            }
+        });
+        Self { path: path.clone(), fingerprint: *fingerprint, views: *views, options }
     }
 }
 
 impl From<DatasetDoc> for DatasetIdentity {
     fn from(doc: DatasetDoc) -> Self {
-        let DatasetDoc { path, fingerprint, views } = doc;
-        Self { path, fingerprint, views }
+        let DatasetDoc { path, fingerprint, views, options } = doc;
+        let options = options.map(|doc| LoadOptions {
+            max_resolution: doc.max_resolution,
+            background: doc.background.map(|value| value.0),
+            eval_every: usize::try_from(doc.eval_every).unwrap_or(usize::MAX),
+        });
+        Self { path, fingerprint, views, options }
     }
 }
 

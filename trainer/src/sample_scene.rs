@@ -102,23 +102,39 @@ const SPHERE_SPLATS: usize = 340;
 pub enum SampleSceneError {
     /// Rendering the views failed (no device, out of memory, a kernel error).
     #[error("cannot render the sample scene: {0}")]
-    Gpu(#[from] GpuError),
+    Gpu(GpuError),
     /// An image could not be encoded as PNG.
-    #[error("cannot encode {file}: {source}")]
-    Png {
-        file: String,
-        #[source]
-        source: image::ImageError,
-    },
+    #[error("cannot encode {file}: {cause}")]
+    Png { file: String, cause: image::ImageError },
     /// The camera file could not be serialised.
     #[error("cannot write transforms.json: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     /// Assembling the archive failed.
     #[error("cannot build the sample scene archive: {0}")]
-    Zip(#[from] zip::result::ZipError),
+    Zip(zip::result::ZipError),
     /// Writing the archive to disk failed; the message names the file.
-    #[error("{0}")]
+    #[error(transparent)]
     Write(#[from] CheckpointError),
+}
+
+// Not `#[from]`: that would make each cause a `source()` too, and its text, already in the
+// message, would be said twice by a chain printer.
+impl From<GpuError> for SampleSceneError {
+    fn from(e: GpuError) -> Self {
+        Self::Gpu(e)
+    }
+}
+
+impl From<serde_json::Error> for SampleSceneError {
+    fn from(e: serde_json::Error) -> Self {
+        Self::Json(e)
+    }
+}
+
+impl From<zip::result::ZipError> for SampleSceneError {
+    fn from(e: zip::result::ZipError) -> Self {
+        Self::Zip(e)
+    }
 }
 
 /// A tiny deterministic generator (`SplitMix64`): the scene must be the same on every machine
@@ -462,7 +478,7 @@ fn render_views(ctx: &GpuContext) -> Result<Vec<Vec<u8>>, SampleSceneError> {
         // The best compression: made once, read often, and the archive ships with the app.
         PngEncoder::new_with_quality(&mut png, CompressionType::Best, FilterType::Adaptive)
             .write_image(&rgba, camera.width, camera.height, image::ExtendedColorType::Rgba8)
-            .map_err(|source| SampleSceneError::Png { file: image_name(index), source })?;
+            .map_err(|cause| SampleSceneError::Png { file: image_name(index), cause })?;
         pngs.push(png);
     }
     Ok(pngs)

@@ -930,7 +930,7 @@ impl Task {
     }
 
     async fn load_checkpoint(&mut self, path: &Path) {
-        let Some(dataset) = self.dataset.clone() else {
+        let Some(mut dataset) = self.dataset.clone() else {
             self.warn("load the checkpoint's dataset first").await;
             return;
         };
@@ -941,13 +941,23 @@ impl Task {
                 return;
             }
         };
+        // The run trained on the dataset loaded another way (image size, background, eval
+        // split): load it that way again.
+        if let Some(options) = &checkpoint.dataset.options
+            && *options != dataset.options
+        {
+            let source = dataset.source.clone();
+            drop(dataset);
+            self.load_dataset(&source, options).await;
+            let Some(reloaded) = self.dataset.clone() else { return };
+            dataset = reloaded;
+        }
         let here = checkpoint::dataset_identity(&dataset);
         if here.fingerprint != checkpoint.dataset.fingerprint {
             self.error(format!(
-                "{}: the checkpoint belongs to another dataset ({}), not {}",
+                "{}: the checkpoint belongs to another dataset: {}",
                 path.display(),
-                checkpoint.dataset.path,
-                here.path
+                checkpoint::identity_difference(&checkpoint.dataset, &here)
             ))
             .await;
             return;

@@ -160,6 +160,12 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
             path: format!("/data/scène {}/\"quoted\"\n", rng.u32()),
             fingerprint: rng.next(),
             views,
+            // Some, and None as in files written before the options were kept.
+            options: (rng.below(4) > 0).then(|| LoadOptions {
+                max_resolution: rng.u32(),
+                background: [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()],
+                eval_every: rng.below(100) as usize,
+            }),
         },
     }
 }
@@ -467,7 +473,7 @@ fn a_failed_save_leaves_the_old_file_or_none() {
     let failing = |out: &mut std::io::BufWriter<std::fs::File>| {
         use std::io::Write;
         out.write_all(&new_bytes[..new_bytes.len() / 2])
-            .map_err(|e| CheckpointError::Io { action: "test".into(), source: e })?;
+            .map_err(|e| CheckpointError::Io { action: "test".into(), cause: e })?;
         Err(CheckpointError::Unwritable("the disk is full (simulated)".into()))
     };
 

@@ -110,9 +110,22 @@ fn a_run_goes_through_the_states_and_leaves_nothing() {
     assert!(task.viewer().latest().is_none());
     ctx.wait_idle().unwrap();
     assert_eq!(ctx.ledger().owner_bytes(Owner::Viewer), 0);
-    // Continue the checkpoint: it comes back paused, then trains on.
+    // The dataset loaded another way (another image size) since: continuing the checkpoint
+    // loads it the way the checkpoint's run did, comes back paused, then trains on.
+    task.send(Command::LoadDataset {
+        path: data("datasets/desk-statue-colmap"),
+        options: LoadOptions { max_resolution: 32, ..LoadOptions::default() },
+    })
+    .unwrap();
+    until(&task, |e| *e == Event::State(TaskState::Ready));
     task.send(Command::LoadCheckpoint { path: dir.join("run.ckpt") }).unwrap();
-    until(&task, |e| *e == Event::State(TaskState::Paused));
+    let events = until(&task, |e| matches!(e, Event::State(TaskState::Paused) | Event::Error(_)));
+    assert_eq!(events.last(), Some(&Event::State(TaskState::Paused)), "{events:?}");
+    let reloaded = events.iter().find_map(|e| match e {
+        Event::DatasetLoaded { dataset, .. } => Some(dataset.0.options.max_resolution),
+        _ => None,
+    });
+    assert_eq!(reloaded, Some(40), "{events:?}");
     task.send(Command::Resume).unwrap();
     until(&task, |e| matches!(e, Event::Step(_)));
     task.shutdown();

@@ -7,12 +7,8 @@ use super::colmap::SUPPORTED_CAMERA_MODELS;
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
     /// A file or folder could not be read from disk.
-    #[error("{file}: cannot read: {source}")]
-    Read {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{file}: cannot read: {cause}")]
+    Read { file: String, cause: std::io::Error },
     /// The zip archive itself is unusable or refused (bad archive, unsafe entry name, entry
     /// too large).
     #[error("{file}: {message}")]
@@ -34,12 +30,8 @@ pub enum DatasetError {
     #[error("{file}: cannot decode image: {message}")]
     Image { file: String, message: String },
     /// An `init.ply` / `points3D.ply` could not be read.
-    #[error("{file}: {source}")]
-    Points {
-        file: String,
-        #[source]
-        source: splat_formats::ParseError,
-    },
+    #[error("{file}: {cause}")]
+    Points { file: String, cause: splat_formats::ParseError },
     /// Not a single image of the dataset could be loaded.
     #[error("{file}: no usable images: {message}")]
     NoImages { file: String, message: String },

@@ -108,6 +108,8 @@ pub struct Dataset {
     pub camera_count: usize,
     /// `init.ply` beside the dataset, else COLMAP's `points3D`, else `None` (random init).
     pub init_points: Option<PointCloud>,
+    /// How it was loaded (a checkpoint carries them, to load it the same way again).
+    pub options: LoadOptions,
     /// Things a user should know that did not stop loading (skipped frames, ignored
     /// distortion, ...).
     pub warnings: Vec<String>,
@@ -166,6 +168,7 @@ pub fn load_dataset(path: &Path, options: &LoadOptions) -> Result<Dataset, Datas
         eval,
         camera_count,
         init_points,
+        options: options.clone(),
         warnings: parsed.warnings,
     })
 }
@@ -183,7 +186,7 @@ fn read_init_points(source: &DatasetSource) -> Result<Option<PointCloud>, Datase
     };
     let bytes = source.read(rel)?;
     let points = splat_formats::ply::read_points(&bytes)
-        .map_err(|e| DatasetError::Points { file: source.display(rel), source: e })?;
+        .map_err(|e| DatasetError::Points { file: source.display(rel), cause: e })?;
     Ok(Some(points))
 }
 

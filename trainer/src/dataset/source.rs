@@ -46,7 +46,7 @@ impl DatasetSource {
     /// Opens a dataset folder or zip archive.
     pub fn open(path: &Path) -> Result<Self, DatasetError> {
         let metadata = std::fs::metadata(path)
-            .map_err(|source| DatasetError::Read { file: path.display().to_string(), source })?;
+            .map_err(|cause| DatasetError::Read { file: path.display().to_string(), cause })?;
         let is_zip = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("zip"));
         if metadata.is_dir() {
             Ok(Self::Folder { root: path.to_path_buf() })
@@ -114,7 +114,7 @@ impl DatasetSource {
     pub fn read(&self, rel: &str) -> Result<Vec<u8>, DatasetError> {
         match self {
             Self::Folder { root } => std::fs::read(root.join(rel))
-                .map_err(|source| DatasetError::Read { file: self.display(rel), source }),
+                .map_err(|cause| DatasetError::Read { file: self.display(rel), cause }),
             Self::Zip(zip) => zip.read(rel),
         }
     }
@@ -125,7 +125,7 @@ impl ZipSource {
         let archive_error =
             |message: String| DatasetError::Archive { file: path.display().to_string(), message };
         let file = File::open(path)
-            .map_err(|source| DatasetError::Read { file: path.display().to_string(), source })?;
+            .map_err(|cause| DatasetError::Read { file: path.display().to_string(), cause })?;
         let archive = zip::ZipArchive::new(BufReader::new(file))
             .map_err(|e| archive_error(format!("not a readable zip archive: {e}")))?;
 
@@ -164,7 +164,7 @@ impl ZipSource {
         let fail = |message: String| DatasetError::Archive { file: file.clone(), message };
         let not_found = || DatasetError::Read {
             file: file.clone(),
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            cause: std::io::Error::from(std::io::ErrorKind::NotFound),
         };
         let index = *self.files.get(rel).ok_or_else(not_found)?;
         let mut archive =
