@@ -158,12 +158,30 @@ fn checkpoints_and_resume() {
         "5",
         "--eval-every",
         "0",
+        "--export",
+        "ply,spz",
         "--out",
         first.to_str().unwrap(),
     ]);
     assert!(ok, "{stderr}");
     let checkpoint = first.join("checkpoint.ckpt");
     assert!(checkpoint.exists(), "{stderr}");
+    // Both exports, and the checkpoint of the last step converts to the same PLY.
+    let ply = std::fs::read(first.join("splats.ply")).unwrap();
+    let Loaded::Splats { splats, .. } = load_file(&first.join("splats.spz")).unwrap() else {
+        panic!("splats.spz holds points")
+    };
+    let converted = first.join("from-checkpoint.ply");
+    let out = Command::new(env!("CARGO_BIN_EXE_splatforge"))
+        .args(["convert".as_ref(), checkpoint.as_os_str(), converted.as_os_str()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read(&converted).unwrap() == ply, "the checkpoint's splats are the export's");
+    let Loaded::Splats { splats: from_ply, .. } = load_file(&converted).unwrap() else {
+        panic!("points")
+    };
+    assert_eq!(splats.len(), from_ply.len());
     // Continue from the last checkpoint (step 10) to 15 steps in all, without naming the
     // dataset or how it was loaded: the checkpoint knows both.
     let second = root.join("second");

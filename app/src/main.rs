@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_memory;
+mod convert_cmd;
 mod info;
 mod render_cmd;
 mod train_cmd;
@@ -103,6 +104,9 @@ enum Command {
         /// Save a checkpoint (OUT/checkpoint.ckpt) every N steps (0: never).
         #[arg(long, default_value_t = 0)]
         checkpoint_every: u32,
+        /// Formats of the trained splats, comma-separated: ply, spz, splat (OUT/splats.EXT).
+        #[arg(long, value_delimiter = ',', default_value = "ply")]
+        export: Vec<String>,
         /// Output folder (default: the dataset's name + "_train", beside it).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -113,6 +117,9 @@ enum Command {
         #[arg(long, value_parser = render_cmd::parse_background)]
         background: Option<[f32; 3]>,
     },
+    /// Convert a splat scene between formats, each told by its extension: reads .ply (3DGS or
+    /// compressed), .splat, .spz and .ckpt (a checkpoint's splats); writes .ply, .spz, .splat.
+    Convert { input: PathBuf, output: PathBuf },
     /// Predicted vs measured peak GPU memory of training runs at given splat caps.
     BenchMemory {
         dataset: PathBuf,
@@ -207,6 +214,7 @@ fn main() -> ExitCode {
             eval_every,
             memory_budget,
             checkpoint_every,
+            export,
             out,
             seed,
             background,
@@ -222,10 +230,12 @@ fn main() -> ExitCode {
             eval_every,
             memory_budget,
             checkpoint_every,
+            export,
             out,
             seed,
             background,
         }),
+        Command::Convert { input, output } => convert_cmd::run(&input, &output),
         Command::BenchMemory { dataset, splats, sh_degree, max_resolution, steps, budget } => {
             bench_memory::run(&bench_memory::BenchMemoryArgs {
                 dataset,

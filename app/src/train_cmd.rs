@@ -15,7 +15,7 @@ use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::formats::Loaded;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::render::GpuContext;
-use splat_trainer::task::{Command, Event, TaskHandle, write_atomically};
+use splat_trainer::task::{Command, EXPORT_EXTENSIONS, Event, TaskHandle, write_atomically};
 use splat_trainer::train::{EvalStats, LearningRates, StepMetrics, TrainConfig};
 use splatforge::human_bytes;
 
@@ -32,6 +32,8 @@ pub struct TrainArgs {
     pub eval_every: u32,
     pub memory_budget: Option<u64>,
     pub checkpoint_every: u32,
+    /// Extensions of the files the trained splats are written to (`splats.EXT`).
+    pub export: Vec<String>,
     pub out: Option<PathBuf>,
     pub seed: u64,
     pub background: Option<[f32; 3]>,
@@ -44,6 +46,9 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     }
     if args.max_splats == 0 {
         bail!("--max-splats must be at least 1");
+    }
+    if let Some(other) = args.export.iter().find(|e| !EXPORT_EXTENSIONS.contains(&e.as_str())) {
+        bail!("--export {other}: ply, spz or splat");
     }
     let strategy = match args.strategy.as_str() {
         "default" => Strategy::Default(DefaultConfig::default()),
@@ -190,9 +195,11 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                 progress.finish(&last.map_or_else(String::new, |e| {
                     format!("done: eval PSNR {:.2} dB, SSIM {:.4}", e.psnr, e.ssim)
                 }));
-                let ply = out.join("splats.ply");
-                task.send(Command::Export { path: ply.clone() })?;
-                let written = wait_for_export(task)?;
+                let mut written = 0;
+                for extension in &args.export {
+                    task.send(Command::Export { path: out.join(format!("splats.{extension}")) })?;
+                    written = wait_for_export(task)?;
+                }
                 let steps_run = step - first_step.unwrap_or(1) + 1;
                 let metrics = json!({
                     "steps": step,

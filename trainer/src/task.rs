@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 use tokio::sync::mpsc::{Receiver, Sender, channel};
 
-use splat_formats::{PointCloud, Splats, ply, spz};
+use splat_formats::{PointCloud, Splats, ply, splat, spz};
 use splat_render::{GpuContext, GpuSplats, LedgerSnapshot, Owner};
 
 use crate::checkpoint::{self, Checkpoint};
@@ -1011,17 +1011,23 @@ impl Task {
     }
 }
 
-/// Writes `.ply` or `.spz` (by extension) through a temporary file and a rename.
+/// The formats [`write_splats`] writes, by extension.
+pub const EXPORT_EXTENSIONS: [&str; 3] = ["ply", "spz", "splat"];
+
+/// Writes `.ply`, `.spz` or `.splat` (by extension; `.splat` keeps SH degree 0 only) through
+/// a temporary file and a rename.
 pub fn write_splats(path: &Path, splats: &Splats) -> Result<(), String> {
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    let in_file = |e: splat_formats::ParseError| format!("{}: {e}", path.display());
     let bytes = match extension.as_str() {
         "ply" => {
             let mut bytes = Vec::new();
-            ply::write_splats(splats, &mut bytes).map_err(|e| e.to_string())?;
+            ply::write_splats(splats, &mut bytes).map_err(in_file)?;
             bytes
         }
-        "spz" => spz::write(splats).map_err(|e| e.to_string())?,
-        _ => return Err(format!("{}: export as .ply or .spz", path.display())),
+        "spz" => spz::write(splats).map_err(in_file)?,
+        "splat" => splat::write(splats),
+        _ => return Err(format!("{}: export as .ply, .spz or .splat", path.display())),
     };
     write_atomically(path, &bytes)
 }
