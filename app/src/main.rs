@@ -116,6 +116,10 @@ enum Command {
         /// [default: 0,0,0; with --resume, the checkpoint's].
         #[arg(long, value_parser = render_cmd::parse_background)]
         background: Option<[f32; 3]>,
+        /// Use RGBA images' alpha as their mask (pixels at 0 are left out of the loss and of
+        /// evaluation) instead of compositing them over the background.
+        #[arg(long)]
+        alpha_as_mask: bool,
     },
     /// Convert a splat scene between formats, each told by its extension: reads .ply (3DGS or
     /// compressed), .splat, .spz and .ckpt (a checkpoint's splats); writes .ply, .spz, .splat.
@@ -218,6 +222,7 @@ fn main() -> ExitCode {
             out,
             seed,
             background,
+            alpha_as_mask,
         } => train_cmd::run(&train_cmd::TrainArgs {
             dataset,
             init,
@@ -234,6 +239,7 @@ fn main() -> ExitCode {
             out,
             seed,
             background,
+            alpha_as_mask,
         }),
         Command::Convert { input, output } => convert_cmd::run(&input, &output),
         Command::BenchMemory { dataset, splats, sh_degree, max_resolution, steps, budget } => {

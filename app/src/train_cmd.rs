@@ -37,6 +37,7 @@ pub struct TrainArgs {
     pub out: Option<PathBuf>,
     pub seed: u64,
     pub background: Option<[f32; 3]>,
+    pub alpha_as_mask: bool,
 }
 
 /// Drives the trainer task: load, start (or continue a checkpoint), follow its events.
@@ -107,6 +108,7 @@ fn load_options(args: &TrainArgs) -> LoadOptions {
     LoadOptions {
         max_resolution: args.max_resolution.unwrap_or(defaults.max_resolution),
         background: args.background.unwrap_or(defaults.background),
+        alpha_as_mask: args.alpha_as_mask,
         ..defaults
     }
 }
@@ -130,6 +132,9 @@ fn resume_options(args: &TrainArgs, saved: Option<LoadOptions>) -> anyhow::Resul
         bail!(
             "--background {r},{g},{b}: the checkpoint trained over {r0},{g0},{b0} and continues              so (leave the option out)"
         );
+    }
+    if args.alpha_as_mask && !saved.alpha_as_mask {
+        bail!("--alpha-as-mask: the checkpoint trained with alpha composited (leave it out)");
     }
     Ok(saved)
 }

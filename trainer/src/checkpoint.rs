@@ -263,10 +263,12 @@ pub fn identity_difference(saved: &DatasetIdentity, here: &DatasetIdentity) -> S
 }
 
 fn describe(options: &LoadOptions) -> String {
-    let LoadOptions { max_resolution, background, eval_every } = options;
+    let LoadOptions { max_resolution, background, eval_every, alpha_as_mask } = options;
     let [r, g, b] = background;
+    let alpha = if *alpha_as_mask { ", alpha as mask" } else { "" };
     format!(
-        "max resolution {max_resolution}, background {r},{g},{b}, every {eval_every}th view for eval"
+        "max resolution {max_resolution}, background {r},{g},{b}, every {eval_every}th view for \
+         eval{alpha}"
     )
 }
 
@@ -880,17 +882,20 @@ struct LoadOptionsDoc {
     max_resolution: u32,
     background: [F32; 3],
     eval_every: u64,
+    #[serde(default)]
+    alpha_as_mask: bool,
 }
 
 impl From<&DatasetIdentity> for DatasetDoc {
     fn from(identity: &DatasetIdentity) -> Self {
         let DatasetIdentity { path, fingerprint, views, options } = identity;
         let options = options.as_ref().map(|options| {
-            let LoadOptions { max_resolution, background, eval_every } = options;
+            let LoadOptions { max_resolution, background, eval_every, alpha_as_mask } = options;
             LoadOptionsDoc {
                 max_resolution: *max_resolution,
                 background: background.map(F32),
                 eval_every: *eval_every as u64,
+                alpha_as_mask: *alpha_as_mask,
             }
         });
         Self { path: path.clone(), fingerprint: *fingerprint, views: *views, options }
@@ -904,6 +909,7 @@ impl From<DatasetDoc> for DatasetIdentity {
             max_resolution: doc.max_resolution,
             background: doc.background.map(|value| value.0),
             eval_every: usize::try_from(doc.eval_every).unwrap_or(usize::MAX),
+            alpha_as_mask: doc.alpha_as_mask,
         });
         Self { path, fingerprint, views, options }
     }

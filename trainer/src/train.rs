@@ -387,10 +387,16 @@ pub fn scene_extent(dataset: &Dataset) -> f32 {
 }
 
 /// Packs `view`'s image as RGBA8 words into `out` (reused: no allocation once it is large
-/// enough).
+/// enough), its mask in the alpha byte (the loss's pixel weight; 255 without a mask).
 fn pack_rgba8(view: &View, out: &mut Vec<u32>) {
     out.clear();
-    out.extend(view.image.pixels().map(|p| u32::from_le_bytes([p.0[0], p.0[1], p.0[2], 255])));
+    let rgb = view.image.pixels().map(|p| p.0);
+    match &view.mask {
+        Some(mask) => out.extend(
+            rgb.zip(mask.pixels()).map(|([r, g, b], w)| u32::from_le_bytes([r, g, b, w.0[0]])),
+        ),
+        None => out.extend(rgb.map(|[r, g, b]| u32::from_le_bytes([r, g, b, 255]))),
+    }
 }
 
 fn splitmix(state: &mut u64) -> u64 {

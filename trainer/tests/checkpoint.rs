@@ -165,6 +165,7 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
                 max_resolution: rng.u32(),
                 background: [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()],
                 eval_every: rng.below(100) as usize,
+                alpha_as_mask: rng.below(2) == 1,
             }),
         },
     }

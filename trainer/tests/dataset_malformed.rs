@@ -122,7 +122,7 @@ fn missing_images_folder() {
 
 #[test]
 fn unsupported_camera_model_text() {
-    let temp = TempDir::new("fisheye-txt");
+    let temp = TempDir::new("fov-txt");
     copy_dir(&dataset_path("maupertuis-colmap-txt"), temp.path());
     let cameras = temp.path().join("sparse/0/cameras.txt");
     let text = std::fs::read_to_string(&cameras).expect("read");
@@ -130,14 +130,14 @@ fn unsupported_camera_model_text() {
         &cameras,
         text.replace(
             "SIMPLE_PINHOLE 1919 1079 1847.53 959.5 539.5",
-            "OPENCV_FISHEYE 1919 1079 1847.53 1847.53 959.5 539.5 0.1 0 0 0",
+            "FOV 1919 1079 1847.53 1847.53 959.5 539.5 0.1",
         ),
     )
     .expect("write");
     let message = load_error(temp.path());
     assert_contains(
         &message,
-        &["cameras.txt", "camera 1 uses the OPENCV_FISHEYE camera model", "not supported"],
+        &["cameras.txt", "camera 1 uses the FOV camera model", "not supported"],
     );
 }
 
@@ -153,26 +153,39 @@ fn unknown_camera_model_binary() {
     assert_contains(&message, &["cameras.bin", "unknown (id 99) camera model", "not supported"]);
 }
 
+/// Distorted cameras load without a warning, undistorted: the pinhole camera's centre pixels
+/// are the source's, the periphery moves; a fisheye camera loads too.
 #[test]
-fn distortion_is_ignored_with_one_warning() {
-    let temp = TempDir::new("radial-txt");
-    copy_dir(&dataset_path("maupertuis-colmap-txt"), temp.path());
-    let cameras = temp.path().join("sparse/0/cameras.txt");
-    let text = std::fs::read_to_string(&cameras).expect("read");
-    std::fs::write(
-        &cameras,
-        text.replace(
-            "SIMPLE_PINHOLE 1919 1079 1847.53 959.5 539.5",
-            "SIMPLE_RADIAL 1919 1079 1847.53 959.5 539.5 0.01",
-        ),
+fn distorted_cameras_are_undistorted() {
+    let pinhole = load_dataset(
+        &dataset_path("maupertuis-colmap-txt"),
+        &LoadOptions { max_resolution: 240, ..LoadOptions::default() },
     )
-    .expect("write");
-    let dataset = load_dataset(temp.path(), &LoadOptions::default()).expect("radial loads");
-    assert_eq!(dataset.warnings.len(), 1, "{:?}", dataset.warnings);
-    assert_contains(
-        &dataset.warnings[0],
-        &["cameras.txt", "distortion", "ignored", "SIMPLE_RADIAL"],
-    );
+    .expect("pinhole loads");
+    for (model, line) in [
+        ("radial", "SIMPLE_RADIAL 1919 1079 1847.53 959.5 539.5 -0.1"),
+        ("fisheye", "OPENCV_FISHEYE 1919 1079 1847.53 1847.53 959.5 539.5 0.05 0 0 0"),
+    ] {
+        let temp = TempDir::new(model);
+        copy_dir(&dataset_path("maupertuis-colmap-txt"), temp.path());
+        let cameras = temp.path().join("sparse/0/cameras.txt");
+        let text = std::fs::read_to_string(&cameras).expect("read");
+        std::fs::write(
+            &cameras,
+            text.replace("SIMPLE_PINHOLE 1919 1079 1847.53 959.5 539.5", line),
+        )
+        .expect("write");
+        let options = LoadOptions { max_resolution: 240, ..LoadOptions::default() };
+        let dataset = load_dataset(temp.path(), &options).expect("distorted loads");
+        assert!(dataset.warnings.is_empty(), "{model}: {:?}", dataset.warnings);
+        let (a, b) = (&pinhole.train[0], &dataset.train[0]);
+        assert_eq!(a.camera, b.camera, "{model}: the same pinhole camera");
+        let (w, h) = a.image.dimensions();
+        let centre = |image: &image::RgbImage| image.get_pixel(w / 2, h / 2).0;
+        assert_eq!(centre(&a.image), centre(&b.image), "{model}: the centre stays");
+        let moved = a.image.pixels().zip(b.image.pixels()).filter(|(p, q)| p != q).count();
+        assert!(moved > (w * h / 10) as usize, "{model}: only {moved} pixels moved");
+    }
 }
 
 #[test]

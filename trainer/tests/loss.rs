@@ -117,6 +117,20 @@ impl Pair {
             .collect();
         (render, target)
     }
+
+    /// The ground truth's alpha bytes as the GPU reads them: the pixels' weights.
+    fn reference_mask(&self) -> Vec<f64> {
+        self.target.iter().map(|&p| f64::from(f32::from(p.to_le_bytes()[3]) / 255.0)).collect()
+    }
+
+    /// The same pair with `mask` (one byte a pixel) in the ground truth's alpha.
+    fn with_mask(mut self, mask: impl Fn(usize, usize) -> u8) -> Self {
+        for (i, target) in self.target.iter_mut().enumerate() {
+            let [r, g, b, _] = target.to_le_bytes();
+            *target = u32::from_le_bytes([r, g, b, mask(i % self.width, i / self.width)]);
+        }
+        self
+    }
 }
 
 /// The GPU side of a test: kernels, one scratch for every size, buffers that grow.
@@ -354,6 +368,24 @@ fn reference_gradient_matches_finite_differences() {
             / (2.0 * step);
         assert!((numeric - grad[i][1]).abs() < 1e-8, "{numeric} vs {}", grad[i][1]);
     }
+    // With a mask: the gradient is that of Σw·term / (3·W·H), i.e. of the weighted mean
+    // scaled by Σw / (W·H).
+    let pair = Pair::random(w, h, 0.2, 4).with_mask(|x, y| ((x * 31 + y * 17) % 256) as u8);
+    let (render, gt) = pair.reference_images();
+    let mask = pair.reference_mask();
+    let scale = mask.iter().sum::<f64>() / (w * h) as f64;
+    let (_, grad) = reference::masked(&render, &gt, Some(&mask), w, h, weights);
+    for i in [0, 5, 40, w * h / 2, w * h - 1] {
+        for c in 0..3 {
+            let at = |delta: f64| {
+                let mut image = render.clone();
+                image[i][c] += delta;
+                reference::masked(&image, &gt, Some(&mask), w, h, weights).0.loss * scale
+            };
+            let numeric = (at(step) - at(-step)) / (2.0 * step);
+            assert!((numeric - grad[i][c]).abs() < 1e-8, "masked: {numeric} vs {}", grad[i][c]);
+        }
+    }
 }
 
 // ---- GPU against the reference ----------------------------------------------------------
@@ -362,8 +394,9 @@ fn reference_gradient_matches_finite_differences() {
 /// relative to the largest gradient entry).
 fn compare(label: &str, gpu: &GpuResult, pair: &Pair, weights: LossWeights) -> (f64, f64) {
     let (render, gt) = pair.reference_images();
+    let mask = pair.reference_mask();
     let (w, h) = (pair.width, pair.height);
-    let expected = reference::metrics(&render, &gt, w, h, weights);
+    let (expected, expected_grad) = reference::masked(&render, &gt, Some(&mask), w, h, weights);
     let got = gpu.metrics;
     let metric_error = [
         (got.loss - expected.loss).abs(),
@@ -392,7 +425,6 @@ fn compare(label: &str, gpu: &GpuResult, pair: &Pair, weights: LossWeights) -> (
     assert!(psnr_error < 1e-4, "{label}: PSNR {} vs {}", got.psnr(), expected.psnr());
 
     let Some(gradient) = &gpu.gradient else { return (metric_error[3], 0.0) };
-    let (_, expected_grad) = reference::loss(&render, &gt, w, h, weights);
     let (error, scale) = gradient_error(gradient, &expected_grad);
     let relative = error / scale;
     eprintln!("{label}: gradient max |error| {error:.2e} of max |g| {scale:.2e} ({relative:.2e})");
@@ -424,6 +456,20 @@ fn gpu_matches_reference_on_random_images() {
             let plain = gpu.run(pair, weights, false);
             assert_eq!(plain.metrics, result.metrics, "{label}: with and without gradient");
         }
+    }
+    // Masks (the ground truth's alpha): left out, counted, and weights between.
+    for (label, pair) in [
+        (
+            "a masked band",
+            Pair::random(64, 48, 0.2, 7).with_mask(|x, _| if x < 20 { 0 } else { 255 }),
+        ),
+        (
+            "a soft mask",
+            Pair::random(37, 23, 0.2, 8).with_mask(|x, y| ((x * 7 + y * 13) % 256) as u8),
+        ),
+    ] {
+        let result = gpu.run(&pair, weights, true);
+        compare(&format!("{label} {}×{}", pair.width, pair.height), &result, &pair, weights);
     }
     // Other weights: the scales reach the gradient.
     let pair = Pair::random(37, 23, 0.1, 99);

@@ -60,12 +60,24 @@ pub struct Settings {
     pub sh_degree: u32,
     /// Longest image side when loading a dataset (changing it reloads the dataset).
     pub max_resolution: u32,
+    /// Use RGBA images' alpha as their mask (applied when the dataset is (re)loaded).
+    pub alpha_as_mask: bool,
     pub eval_every: u32,
     pub memory_budget_mib: u64,
     pub seed: u64,
 }
 
 impl Settings {
+    /// How a dataset is loaded with these settings.
+    #[must_use]
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            max_resolution: self.max_resolution,
+            alpha_as_mask: self.alpha_as_mask,
+            ..LoadOptions::default()
+        }
+    }
+
     #[must_use]
     pub fn config(&self) -> TrainConfig {
         let strategy = match self.strategy {
@@ -268,6 +280,7 @@ impl SplatApp {
             max_splats: 1_000_000,
             sh_degree: 3,
             max_resolution: 1600,
+            alpha_as_mask: false,
             eval_every: 500,
             memory_budget_mib: args.memory_budget.unwrap_or_else(|| default_budget(&gpu)) >> 20,
             seed: 0,
@@ -392,9 +405,7 @@ impl SplatApp {
         self.init = None;
         self.loading = Some(path.clone());
         self.info(format!("Loading {}", path.display()));
-        let options =
-            LoadOptions { max_resolution: self.settings.max_resolution, ..LoadOptions::default() };
-        self.send(Command::LoadDataset { path, options });
+        self.send(Command::LoadDataset { path, options: self.settings.load_options() });
     }
 
     /// Reloads the dataset at the resolution in the settings.

@@ -280,6 +280,12 @@ impl SplatApp {
             .labelled_by(label.id)
             .on_hover_text("Longest image side; applied when the dataset is (re)loaded");
             ui.end_row();
+            ui.label("Masks");
+            ui.checkbox(&mut settings.alpha_as_mask, "Alpha as mask").on_hover_text(
+                "Leave out the pixels a transparent image's alpha is 0 at, instead of \
+                 compositing them over the background; applied when the dataset is (re)loaded",
+            );
+            ui.end_row();
             let label = ui.label("Eval every");
             ui.add(
                 egui::DragValue::new(&mut settings.eval_every).range(0..=100_000).suffix(" steps"),
@@ -318,15 +324,19 @@ impl SplatApp {
                 ui.label(text);
             }
         }
-        let loaded_resolution = self
-            .dataset
-            .as_ref()
-            .and_then(|d| d.dataset.train.first())
-            .map(|v| v.camera.width.max(v.camera.height));
-        if let Some(loaded) = loaded_resolution
-            && loaded > self.settings.max_resolution
-            && ui.button("Reload at this resolution").clicked()
-        {
+        self.reload_button(ui);
+    }
+
+    /// A button to reload the dataset when it was loaded otherwise than the settings now say
+    /// (a larger image than the resolution asks for, or the other alpha handling).
+    fn reload_button(&mut self, ui: &mut egui::Ui) {
+        let wanted = self.settings.load_options();
+        let stale = self.dataset.as_ref().is_some_and(|d| {
+            let loaded = &d.dataset.options;
+            let side = d.dataset.train.first().map_or(0, |v| v.camera.width.max(v.camera.height));
+            loaded.alpha_as_mask != wanted.alpha_as_mask || side > wanted.max_resolution
+        });
+        if stale && ui.button("Reload with these settings").clicked() {
             self.reload_dataset();
         }
     }

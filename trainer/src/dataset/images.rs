@@ -5,7 +5,7 @@
 //! `image` crate (optimised even in dev builds) rather than instantiated here.
 
 use image::imageops::FilterType;
-use image::{DynamicImage, ImageReader, RgbImage, RgbaImage};
+use image::{DynamicImage, GrayImage, ImageReader, RgbImage, RgbaImage};
 
 /// Filter used to downscale: a tent filter, smooth enough for the modest ratios of training
 /// photos and much cheaper than Lanczos.
@@ -18,37 +18,66 @@ pub(crate) struct DecodedImage {
     /// Size of the image file before downscaling, in pixels.
     pub file_width: u32,
     pub file_height: u32,
+    /// The alpha channel, downscaled likewise, when it was asked for as a mask (the colours are
+    /// then not composited).
+    pub alpha: Option<GrayImage>,
 }
 
-/// Decodes an image file's bytes, composites alpha over `background` (0..1) and downscales so
-/// that the long side is at most `max_resolution` (0 = no limit). Errors are messages without
-/// the file name.
+/// Decodes an image file's bytes, composites alpha over `background` (0..1) (or, with
+/// `alpha_as_mask`, keeps it as a mask) and downscales so that the long side is at most
+/// `max_resolution` (0 = no limit). Errors are messages without the file name.
 pub(crate) fn decode(
     bytes: &[u8],
     max_resolution: u32,
     background: [f32; 3],
+    alpha_as_mask: bool,
 ) -> Result<DecodedImage, String> {
-    let decoded = ImageReader::new(std::io::Cursor::new(bytes))
-        .with_guessed_format()
-        .map_err(|e| e.to_string())?
-        .decode()
-        .map_err(|e| e.to_string())?;
+    let decoded = read(bytes)?;
     let (file_width, file_height) = (decoded.width(), decoded.height());
     if file_width == 0 || file_height == 0 {
         return Err("image has no pixels".to_owned());
     }
-    let rgb = if decoded.color().has_alpha() {
-        composite_over(&decoded.into_rgba8(), background)
-    } else {
-        decoded.into_rgb8()
-    };
     let (width, height) = fit_within(file_width, file_height, max_resolution);
-    let image = if (width, height) == (file_width, file_height) {
-        rgb
-    } else {
-        downscale(rgb, width, height)
+    let resized = |rgb: RgbImage| {
+        if (width, height) == (file_width, file_height) {
+            rgb
+        } else {
+            downscale(rgb, width, height)
+        }
     };
-    Ok(DecodedImage { image, file_width, file_height })
+    let (rgb, alpha) = match (decoded.color().has_alpha(), alpha_as_mask) {
+        (true, true) => {
+            let rgba = decoded.into_rgba8();
+            let alpha = GrayImage::from_fn(file_width, file_height, |x, y| {
+                image::Luma([rgba.get_pixel(x, y)[3]])
+            });
+            (DynamicImage::ImageRgba8(rgba).into_rgb8(), Some(resize_gray(alpha, width, height)))
+        }
+        (true, false) => (composite_over(&decoded.into_rgba8(), background), None),
+        (false, _) => (decoded.into_rgb8(), None),
+    };
+    Ok(DecodedImage { image: resized(rgb), file_width, file_height, alpha })
+}
+
+/// Decodes a mask image (any format; its luma, 0 = left out) at `width` × `height`.
+pub(crate) fn decode_mask(bytes: &[u8], width: u32, height: u32) -> Result<GrayImage, String> {
+    let mask = read(bytes)?.into_luma8();
+    Ok(resize_gray(mask, width, height))
+}
+
+fn read(bytes: &[u8]) -> Result<DynamicImage, String> {
+    ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| e.to_string())?
+        .decode()
+        .map_err(|e| e.to_string())
+}
+
+fn resize_gray(gray: GrayImage, width: u32, height: u32) -> GrayImage {
+    if gray.dimensions() == (width, height) {
+        return gray;
+    }
+    DynamicImage::ImageLuma8(gray).resize_exact(width, height, DOWNSCALE_FILTER).into_luma8()
 }
 
 /// Resizes through 32-bit float RGB: `image`'s resampler runs about twice as fast on floats as

@@ -17,6 +17,7 @@
 //! Entry point: [`load_dataset`].
 
 mod colmap;
+pub mod distortion;
 mod error;
 mod images;
 mod intrinsics;
@@ -54,8 +55,13 @@ pub struct View {
     pub name: String,
     pub camera: Camera,
     /// RGB, 8 bits a channel, `camera.width` × `camera.height`; RGBA sources are composited
-    /// over [`LoadOptions::background`].
+    /// over [`LoadOptions::background`] (unless their alpha is the mask). Undistorted to the
+    /// pinhole `camera` where the source camera had lens distortion.
     pub image: image::RgbImage,
+    /// Which pixels count, 0 (left out of the loss and of evaluation) to 255, at the image's
+    /// size: from a `masks/` file, the alpha channel ([`LoadOptions::alpha_as_mask`]), and
+    /// the pixels undistortion had no source for. `None`: every pixel counts.
+    pub mask: Option<image::GrayImage>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,11 +94,13 @@ pub struct LoadOptions {
     /// becomes an eval view. 0 = no eval views; so does a split that would leave no train view
     /// (1, or a one-image dataset).
     pub eval_every: usize,
+    /// Use an RGBA image's alpha as its mask (0: left out) instead of compositing it.
+    pub alpha_as_mask: bool,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        Self { max_resolution: 1600, background: [0.0; 3], eval_every: 8 }
+        Self { max_resolution: 1600, background: [0.0; 3], eval_every: 8, alpha_as_mask: false }
     }
 }
 

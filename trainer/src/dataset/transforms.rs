@@ -10,8 +10,9 @@
 //! z back); negating the camera's y and z axes turns it into `OpenCV`'s (x right, y down,
 //! z forward). Intrinsics given for `w` × `h` are scaled to the image file's actual size.
 //!
-//! **Distortion** (`k1 k2 k3 k4 p1 p2`) is ignored: the images are used as if undistorted,
-//! and one warning says so when any coefficient is non-zero.
+//! **Distortion**: `k1 k2 k3 p1 p2` are OpenCV's radial and tangential coefficients, or with
+//! `"camera_model": "OPENCV_FISHEYE"` `k1..k4` its fisheye ones; the images are undistorted at
+//! load (`distortion.rs`). Other camera models are an error.
 //!
 //! Frames whose image file is missing are skipped with one summary warning; only a dataset
 //! with no image left is an error. The views keep the order of the file's frames.
@@ -19,6 +20,7 @@
 use glam::{DMat4, Mat4};
 use serde::Deserialize;
 
+use super::distortion::Distortion;
 use super::intrinsics::IntrinsicsSpec;
 use super::source::{DatasetSource, normalize_relative};
 use super::views::{PendingView, missing_images_warning};
@@ -73,11 +75,20 @@ impl RawIntrinsics {
         }
     }
 
-    fn has_distortion(&self) -> bool {
-        [self.k1, self.k2, self.k3, self.k4, self.p1, self.p2]
-            .into_iter()
-            .flatten()
-            .any(|k| k != 0.0)
+    /// The lens distortion of these keys: OpenCV's radial and tangential model (`k1 k2 k3
+    /// p1 p2`), or with `fisheye` its fisheye model (`k1..k4`); `None` for a pinhole camera.
+    fn distortion(&self, fisheye: bool) -> Option<Distortion> {
+        let k = |value: Option<f64>| value.unwrap_or(0.0);
+        if fisheye {
+            return Some(Distortion::Fisheye {
+                k: [k(self.k1), k(self.k2), k(self.k3), k(self.k4)],
+            });
+        }
+        Distortion::Radial {
+            k: [k(self.k1), k(self.k2), k(self.k3), 0.0, 0.0, 0.0],
+            p: [k(self.p1), k(self.p2)],
+        }
+        .nonzero()
     }
 
     fn spec(&self) -> IntrinsicsSpec {
@@ -97,6 +108,8 @@ impl RawIntrinsics {
 struct TransformsFile {
     #[serde(flatten)]
     intrinsics: RawIntrinsics,
+    /// nerfstudio's lens model: `OPENCV` (the default) or `OPENCV_FISHEYE`.
+    camera_model: Option<String>,
     frames: Vec<Frame>,
 }
 
@@ -119,7 +132,6 @@ pub(crate) fn read(source: &DatasetSource) -> Result<ParsedDataset, DatasetError
     let main_file = if source.is_file(TRAIN_FILE) { TRAIN_FILE } else { ALL_FRAMES_FILE };
     let eval_file = [TEST_FILE, VAL_FILE].into_iter().find(|file| source.is_file(file));
 
-    let mut distorted = false;
     let mut warnings = Vec::new();
     let mut read_file = |rel: &str| -> Result<Vec<PendingView>, DatasetError> {
         let file = source.display(rel);
@@ -128,8 +140,6 @@ pub(crate) fn read(source: &DatasetSource) -> Result<ParsedDataset, DatasetError
         if !missing.is_empty() {
             warnings.push(missing_images_warning(&file, &missing, parsed.frames.len()));
         }
-        distorted |= parsed.intrinsics.has_distortion()
-            || parsed.frames.iter().any(|frame| frame.intrinsics.has_distortion());
         Ok(views)
     };
     let views = read_file(main_file)?;
@@ -141,13 +151,6 @@ pub(crate) fn read(source: &DatasetSource) -> Result<ParsedDataset, DatasetError
             file: source.display(main_file),
             message: "none of the frames' image files exists".to_owned(),
         });
-    }
-    if distorted {
-        warnings.push(format!(
-            "{}: lens distortion (k1, k2, k3, k4, p1, p2) is ignored; the images are used as if \
-             undistorted",
-            source.display(main_file)
-        ));
     }
     Ok(ParsedDataset {
         format: DatasetFormat::Transforms,
@@ -170,6 +173,16 @@ fn frames_to_views(
     file: &str,
     parsed: &TransformsFile,
 ) -> Result<(Vec<PendingView>, Vec<String>), DatasetError> {
+    let fisheye = match parsed.camera_model.as_deref() {
+        None | Some("OPENCV") => false,
+        Some("OPENCV_FISHEYE") => true,
+        Some(other) => {
+            return Err(DatasetError::invalid(
+                file,
+                format!("camera_model {other} is not supported (OPENCV or OPENCV_FISHEYE)"),
+            ));
+        }
+    };
     let mut views = Vec::with_capacity(parsed.frames.len());
     let mut missing = Vec::new();
     for (index, frame) in parsed.frames.iter().enumerate() {
@@ -181,11 +194,12 @@ fn frames_to_views(
             missing.push(frame.file_path.clone());
             continue;
         };
-        let intrinsics = frame.intrinsics.or(parsed.intrinsics).spec();
+        let intrinsics = frame.intrinsics.or(parsed.intrinsics);
         views.push(PendingView {
             image_path,
             described_in: file.to_owned(),
-            intrinsics,
+            intrinsics: intrinsics.spec(),
+            distortion: intrinsics.distortion(fisheye),
             world_from_camera,
         });
     }
@@ -253,7 +267,7 @@ mod tests {
         let parsed = parse_file("t.json", json).expect("valid");
         assert_eq!(parsed.frames.len(), 1);
         assert_eq!(parsed.intrinsics.camera_angle_x, Some(0.69));
-        assert!(!parsed.intrinsics.has_distortion());
+        assert_eq!(parsed.intrinsics.distortion(false), None);
     }
 
     #[test]

@@ -4,10 +4,14 @@
 use glam::Mat4;
 use rayon::prelude::*;
 
+use super::distortion::{Distortion, Pinhole, undistort};
 use super::images;
 use super::intrinsics::IntrinsicsSpec;
 use super::source::DatasetSource;
 use super::{Camera, DatasetError, LoadOptions, View};
+
+/// Folder of per-image masks, at the dataset root.
+const MASKS_FOLDER: &str = "masks";
 
 /// How many missing file names a warning lists before it says "and N more".
 const MISSING_NAMES_SHOWN: usize = 5;
@@ -21,6 +25,8 @@ pub(crate) struct PendingView {
     /// [`DatasetSource::display`] names it, for messages.
     pub described_in: String,
     pub intrinsics: IntrinsicsSpec,
+    /// The lens distortion; `None` for a pinhole camera.
+    pub distortion: Option<Distortion>,
     /// Camera-to-world, `OpenCV` convention.
     pub world_from_camera: Mat4,
 }
@@ -41,8 +47,9 @@ fn load_view(
 ) -> Result<View, DatasetError> {
     let file = || source.display(&pending.image_path);
     let bytes = source.read(&pending.image_path)?;
-    let decoded = images::decode(&bytes, options.max_resolution, options.background)
-        .map_err(|message| DatasetError::Image { file: file(), message })?;
+    let decoded =
+        images::decode(&bytes, options.max_resolution, options.background, options.alpha_as_mask)
+            .map_err(|message| DatasetError::Image { file: file(), message })?;
     let (width, height) = decoded.image.dimensions();
     let intrinsics = pending
         .intrinsics
@@ -54,6 +61,26 @@ fn load_view(
             )
         })?
         .scaled_to(width, height);
+    let mask = match mask_file(source, &pending.image_path) {
+        Some(rel) => Some(
+            images::decode_mask(&source.read(&rel)?, width, height)
+                .map_err(|message| DatasetError::Image { file: source.display(&rel), message })?,
+        ),
+        None => decoded.alpha,
+    };
+    let (image, mask) = match &pending.distortion {
+        Some(distortion) => {
+            let pinhole = Pinhole {
+                fx: intrinsics.fx,
+                fy: intrinsics.fy,
+                cx: intrinsics.cx,
+                cy: intrinsics.cy,
+            };
+            let undistorted = undistort(&decoded.image, mask.as_ref(), pinhole, distortion);
+            (undistorted.image, undistorted.mask)
+        }
+        None => (decoded.image, mask),
+    };
     let camera = Camera {
         width,
         height,
@@ -63,7 +90,23 @@ fn load_view(
         cy: intrinsics.cy as f32,
         world_from_camera: pending.world_from_camera,
     };
-    Ok(View { index: 0, name: pending.image_path, camera, image: decoded.image })
+    Ok(View { index: 0, name: pending.image_path, camera, image, mask })
+}
+
+/// The mask of the image at `image_path`, if the dataset has one: in `masks/` beside the
+/// images folder (COLMAP's `images/a.jpg` → `masks/a.jpg` or `masks/a.jpg.png`; other
+/// layouts' `x/a.png` → `masks/x/a.png` or `masks/x/a.png.png`), or with the same name but
+/// `.png` (`masks/a.png`).
+fn mask_file(source: &DatasetSource, image_path: &str) -> Option<String> {
+    let relative = image_path.strip_prefix("images/").unwrap_or(image_path);
+    let stem = relative.rsplit_once('.').map_or(relative, |(stem, _)| stem);
+    [
+        format!("{MASKS_FOLDER}/{relative}"),
+        format!("{MASKS_FOLDER}/{relative}.png"),
+        format!("{MASKS_FOLDER}/{stem}.png"),
+    ]
+    .into_iter()
+    .find(|rel| source.is_file(rel))
 }
 
 /// Splits views into (train, eval): every `eval_every`-th view starting with the first is an

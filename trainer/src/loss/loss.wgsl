@@ -15,6 +15,12 @@
 // which is the usual formula, arranged so that identical images give d1 = d2 = 0 and so
 // 1 − S = 0 and a zero gradient exactly, whatever the compiler fuses into FMAs, and so that
 // σx² + σy² − 2σxy (= d2) comes from (x − y)² directly, not from differences of large moments.
+//
+// Masks: the ground truth's alpha byte is the pixel's weight w (255: counts, 0: left out).
+// Every per-pixel term (1 − S, |x − y|, (x − y)²) and its derivative is multiplied by w, and
+// the tile sums carry Σw, by which the CPU divides the metrics. The gradient's scales stay
+// 1/(3·W·H): a counted pixel weighs the same whatever its image's mask. w = 1 exactly for an
+// opaque byte, so unmasked images give the same bits as without masks.
 
 struct LossParams {
     width: u32,
@@ -33,11 +39,12 @@ struct LossParams {
 @group(0) @binding(0) var<storage, read> params: LossParams;
 // [H·W] rgb + alpha of the render, row-major.
 @group(0) @binding(1) var<storage, read> rendered: array<vec4<f32>>;
-// [H·W] ground truth, RGBA8 packed (r in the low byte); alpha ignored.
+// [H·W] ground truth, RGBA8 packed (r in the low byte); alpha is the pixel's weight.
 @group(0) @binding(2) var<storage, read> ground_truth: array<u32>;
 // [3 channels, 3 maps, H·W]: ∂S/∂μx, ∂S/∂P, ∂S/∂Q of channel c at (3c + k)·H·W + pixel.
 @group(0) @binding(3) var<storage, read_write> maps: array<f32>;
-// [tiles] per-tile sums: (Σ(1 − S), Σ|x − y|, Σ(x − y)², 0) over pixels and channels.
+// [tiles] per-tile sums: (Σw(1 − S), Σw|x − y|, Σw(x − y)² over pixels and channels, Σw over
+// pixels).
 @group(0) @binding(4) var<storage, read_write> partials: array<vec4<f32>>;
 // [H·W] dL/d(rgb, alpha) of the render; alpha's is 0.
 @group(0) @binding(5) var<storage, read_write> v_image: array<vec4<f32>>;
@@ -50,6 +57,11 @@ const ROW_PIXELS: u32 = SPAN * TILE;      // after the horizontal pass: SPAN row
 /// Channel `c` of ground-truth pixel `i`, in 0..1.
 fn ground_truth_channel(i: u32, c: u32) -> f32 {
     return f32((ground_truth[i] >> (8u * c)) & 0xffu) / 255.0;
+}
+
+/// Weight of ground-truth pixel `i`: its alpha, in 0..1.
+fn weight(i: u32) -> f32 {
+    return f32(ground_truth[i] >> 24u) / 255.0;
 }
 
 /// Image pixel of entry `k` of a SPAN×SPAN tile whose first pixel is `origin`, or -1 where
@@ -81,8 +93,13 @@ fn ssim_forward(
     let inside = pixel.x < params.width && pixel.y < params.height;
     let i = pixel.y * params.width + pixel.x;
     let n = params.width * params.height;
-    // (Σ(1 − S), Σ|x − y|, Σ(x − y)²) over this pixel's channels.
-    var sums = vec3<f32>(0.0);
+    // (Σw(1 − S), Σw|x − y|, Σw(x − y)²) over this pixel's channels, and w.
+    var sums = vec4<f32>(0.0);
+    var w = 0.0;
+    if inside {
+        w = weight(i);
+        sums.w = w;
+    }
 
     for (var c = 0u; c < 3u; c++) {
         // The tile and its halo.
@@ -131,7 +148,7 @@ fn ssim_forward(
 
         if inside {
             let d = centre.x - centre.y;
-            sums += vec3<f32>(dissimilarity, abs(d), d * d);
+            sums += vec4<f32>(w * vec3<f32>(dissimilarity, abs(d), d * d), 0.0);
             if params.write_maps != 0u {
                 // ∂S/∂μx = 2/(b1·b2)·[μy(a2 − a1) − μx·S·(b2 − b1)], with S = 1 − (1 − S) and
                 // b2 − b1 = (a2 − a1) + (d2 − d1), so that every term is exactly 0 when x = y.
@@ -141,9 +158,9 @@ fn ssim_forward(
                 let d_p = 2.0 * a1 * d2 / (denominator * b2);
                 let d_q = -a1 * a2 / (denominator * b2);
                 let base = 3u * c * n + i;
-                maps[base] = d_mu;
-                maps[base + n] = d_p;
-                maps[base + 2u * n] = d_q;
+                maps[base] = w * d_mu;
+                maps[base + n] = w * d_p;
+                maps[base + 2u * n] = w * d_q;
             }
         }
     }
@@ -151,7 +168,7 @@ fn ssim_forward(
     // Sum the tile's pixels: a tree over workgroup memory (everyone is done with `fwd_rows`
     // after this barrier).
     workgroupBarrier();
-    fwd_rows[lid] = vec4<f32>(sums, 0.0);
+    fwd_rows[lid] = sums;
     workgroupBarrier();
     for (var stride = TILE_PIXELS / 2u; stride > 0u; stride >>= 1u) {
         if lid < stride {
@@ -232,7 +249,7 @@ fn ssim_backward(
             let x = rendered[i][c];
             let y = ground_truth_channel(i, c);
             let d_ssim = blurred.x + y * blurred.y + 2.0 * (x - y) * blurred.z;
-            grad[c] = params.l1_scale * sign(x - y) + params.ssim_scale * d_ssim;
+            grad[c] = params.l1_scale * weight(i) * sign(x - y) + params.ssim_scale * d_ssim;
         }
         // Everyone has read the vertical pass's input before the next channel loads.
         workgroupBarrier();

@@ -8,9 +8,14 @@
 //!   `F.conv2d(img, window, padding=5, groups=3)`;
 //! - MSE (for PSNR) is the mean of (render − ground truth)² over pixels and channels.
 //!
+//! With a mask the means are weighted: each pixel by its weight w in 0..1 (the ground truth's
+//! alpha byte / 255; 0 = left out), divided by Σw. The gradient keeps the scale 1/(3·W·H)
+//! (it is the gradient of Σw·term / (3·W·H)), so that a counted pixel weighs the same in every
+//! image; for an image without a mask (w = 1 everywhere) both are the plain means.
+//!
 //! The render is the rasterizer's `array<vec4<f32>>` [H·W] (rgb + alpha, row-major); the
-//! ground truth is packed RGBA8, `array<u32>` [H·W] with r in the low byte, value/255 (its
-//! alpha is ignored). The gradient, when asked for, is dL/d(rgb, alpha) as `array<vec4<f32>>`
+//! ground truth is packed RGBA8, `array<u32>` [H·W] with r in the low byte, value/255, and
+//! the weight in the alpha byte. The gradient, when asked for, is dL/d(rgb, alpha) as `array<vec4<f32>>`
 //! [H·W], alpha's always 0.
 //!
 //! Two kernels, each on 16×16 pixel tiles that blur in workgroup memory (horizontal pass, then
@@ -216,8 +221,9 @@ impl SumsLayout {
         for (k, bytes) in sums.chunks_exact(4).enumerate() {
             total[k % 4] += f64::from(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]));
         }
-        let [dissimilarity, abs_error, squared_error, _] = total;
-        let elements = 3.0 * f64::from(self.width) * f64::from(self.height);
+        // Σw: the pixels that count (all, without a mask).
+        let [dissimilarity, abs_error, squared_error, counted] = total;
+        let elements = 3.0 * counted.max(1.0);
         ImageMetrics::from_sums(dissimilarity, abs_error, squared_error, elements, self.weights)
     }
 }

@@ -150,13 +150,7 @@ pub fn metrics(
     height: usize,
     weights: LossWeights,
 ) -> ImageMetrics {
-    let (l1, ssim) = (l1(render, gt), ssim(render, gt, width, height));
-    ImageMetrics {
-        loss: f64::from(weights.l1) * l1 + f64::from(weights.ssim) * (1.0 - ssim),
-        l1,
-        mse: mse(render, gt),
-        ssim,
-    }
+    masked(render, gt, None, width, height, weights).0
 }
 
 /// The loss `w_l1`·L1 + `w_ssim`·(1 − SSIM) and its gradient with respect to the render.
@@ -169,12 +163,30 @@ pub fn loss(
     height: usize,
     weights: LossWeights,
 ) -> (f64, Vec<Rgb>) {
+    let (metrics, grad) = masked(render, gt, None, width, height, weights);
+    (metrics.loss, grad)
+}
+
+/// [`metrics`] and the gradient of [`loss`] with a weight w a pixel (`mask`, 0..1; `None`: 1
+/// everywhere). The metrics are weighted means: the sum over pixels of w times the sum over
+/// channels of the term, over 3·Σw. The gradient is that of the same sums of
+/// `w_l1`·|x − y| + `w_ssim`·(1 − S) over 3·W·H: the SSIM map is the whole image's, each
+/// pixel's S weighted by its own w.
+#[must_use]
+pub fn masked(
+    render: &[Rgb],
+    gt: &[Rgb],
+    mask: Option<&[f64]>,
+    width: usize,
+    height: usize,
+    weights: LossWeights,
+) -> (ImageMetrics, Vec<Rgb>) {
     assert_eq!(render.len(), gt.len(), "image sizes");
     assert_eq!(render.len(), width * height, "image size");
-    let elements = (3 * render.len()) as f64;
+    let weight = |i: usize| mask.map_or(1.0, |m| m[i]);
+    let pixels = render.len() as f64;
     let (w_l1, w_ssim) = (f64::from(weights.l1), f64::from(weights.ssim));
-    let mut ssim_sum = 0.0;
-    let mut abs_sum = 0.0;
+    let (mut dissimilarity, mut abs_sum, mut squared_sum) = (0.0, 0.0, 0.0);
     let mut grad = vec![[0.0; 3]; render.len()];
     for c in 0..3 {
         let (x, y) = (channel(render, c), channel(gt, c));
@@ -182,15 +194,16 @@ pub fn loss(
         let mut maps = [vec![0.0; x.len()], vec![0.0; x.len()], vec![0.0; x.len()]];
         for i in 0..x.len() {
             let (s, partials) = ssim_at(&m, i);
-            ssim_sum += s;
+            dissimilarity += weight(i) * (1.0 - s);
             for (map, partial) in maps.iter_mut().zip(partials) {
-                map[i] = partial;
+                map[i] = weight(i) * partial;
             }
         }
         let [d_mu, d_xx, d_xy] = maps.map(|map| blur(&map, width, height));
         for (i, g) in grad.iter_mut().enumerate() {
             let d = x[i] - y[i];
-            abs_sum += d.abs();
+            abs_sum += weight(i) * d.abs();
+            squared_sum += weight(i) * d * d;
             let sign = if d > 0.0 {
                 1.0
             } else if d < 0.0 {
@@ -199,9 +212,11 @@ pub fn loss(
                 0.0
             };
             let d_ssim = d_mu[i] + 2.0 * x[i] * d_xx[i] + y[i] * d_xy[i];
-            g[c] = w_l1 * sign / elements - w_ssim * d_ssim / elements;
+            g[c] = (w_l1 * weight(i) * sign - w_ssim * d_ssim) / (3.0 * pixels);
         }
     }
-    let value = w_l1 * abs_sum / elements + w_ssim * (1.0 - ssim_sum / elements);
-    (value, grad)
+    let counted: f64 = (0..render.len()).map(weight).sum();
+    let elements = 3.0 * counted.max(1.0);
+    let metrics = ImageMetrics::from_sums(dissimilarity, abs_sum, squared_sum, elements, weights);
+    (metrics, grad)
 }

@@ -8,12 +8,10 @@
 //! the `OpenCV` convention (x right, y down, z forward), which we invert to
 //! `world_from_camera`.
 //!
-//! Camera models: `PINHOLE`, `SIMPLE_PINHOLE`, `SIMPLE_RADIAL`, `RADIAL` and `OPENCV`.
-//! **Distortion is not undistorted**: the radial / tangential coefficients of the last three
-//! are ignored and the images used as if they were pinhole images. When any coefficient is
-//! non-zero, one warning says so (fine for the small distortion of most phone and DSLR
-//! photos; undistort with `colmap image_undistorter` for best results). Fisheye and other
-//! models are an error.
+//! Camera models: `PINHOLE`, `SIMPLE_PINHOLE`, `SIMPLE_RADIAL`, `RADIAL`, `OPENCV`,
+//! `FULL_OPENCV`, `OPENCV_FISHEYE`, `SIMPLE_RADIAL_FISHEYE` and `RADIAL_FISHEYE`. Distorted
+//! images are undistorted at load to the pinhole camera of the same intrinsics
+//! (`distortion.rs`). `FOV` and `THIN_PRISM_FISHEYE` are an error.
 
 mod binary;
 mod text;
@@ -23,6 +21,7 @@ use std::collections::HashMap;
 use glam::{DAffine3, DMat4, DQuat, DVec3, Mat4};
 use splat_formats::PointCloud;
 
+use super::distortion::Distortion;
 use super::intrinsics::PixelIntrinsics;
 use super::source::{DatasetSource, normalize_relative};
 use super::views::{PendingView, missing_images_warning};
@@ -34,7 +33,8 @@ const SPARSE_FOLDER: &str = "sparse";
 const IMAGES_FOLDER: &str = "images";
 
 /// Names of the camera models we load, for messages.
-pub const SUPPORTED_CAMERA_MODELS: &str = "PINHOLE, SIMPLE_PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV";
+pub const SUPPORTED_CAMERA_MODELS: &str = "PINHOLE, SIMPLE_PINHOLE, SIMPLE_RADIAL, RADIAL, \
+    OPENCV, FULL_OPENCV, OPENCV_FISHEYE, SIMPLE_RADIAL_FISHEYE, RADIAL_FISHEYE";
 
 /// A COLMAP camera model: its id in `cameras.bin`, name in `cameras.txt`, parameter count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,22 +69,43 @@ impl CameraModel {
         CAMERA_MODELS.iter().copied().find(|m| m.name == name)
     }
 
-    /// Pinhole intrinsics and whether any distortion coefficient is non-zero; `None` for the
-    /// models we do not load. `params` has `param_count` values.
-    fn pinhole(self, width: f64, height: f64, params: &[f64]) -> Option<(PixelIntrinsics, bool)> {
+    /// Pinhole intrinsics and the lens distortion (`None`: a pinhole camera); `None` for the
+    /// models we do not load. `params` has `param_count` values, in COLMAP's order.
+    fn camera(
+        self,
+        width: f64,
+        height: f64,
+        params: &[f64],
+    ) -> Option<(PixelIntrinsics, Option<Distortion>)> {
         let pixels = |fx, fy, cx, cy| PixelIntrinsics { width, height, fx, fy, cx, cy };
-        let distorted = |coefficients: &[f64]| coefficients.iter().any(|&k| k != 0.0);
-        match (self.name, params) {
-            ("SIMPLE_PINHOLE", &[f, cx, cy]) => Some((pixels(f, f, cx, cy), false)),
-            ("PINHOLE", &[fx, fy, cx, cy]) => Some((pixels(fx, fy, cx, cy), false)),
-            ("SIMPLE_RADIAL" | "RADIAL", &[f, cx, cy, ref k @ ..]) => {
-                Some((pixels(f, f, cx, cy), distorted(k)))
+        let radial = |k: [f64; 6], p: [f64; 2]| Distortion::Radial { k, p }.nonzero();
+        let fisheye = |k: [f64; 4]| Some(Distortion::Fisheye { k });
+        Some(match (self.name, params) {
+            ("SIMPLE_PINHOLE", &[f, cx, cy]) => (pixels(f, f, cx, cy), None),
+            ("PINHOLE", &[fx, fy, cx, cy]) => (pixels(fx, fy, cx, cy), None),
+            ("SIMPLE_RADIAL", &[f, cx, cy, k]) => {
+                (pixels(f, f, cx, cy), radial([k, 0.0, 0.0, 0.0, 0.0, 0.0], [0.0; 2]))
             }
-            ("OPENCV", &[fx, fy, cx, cy, ref k @ ..]) => {
-                Some((pixels(fx, fy, cx, cy), distorted(k)))
+            ("RADIAL", &[f, cx, cy, k1, k2]) => {
+                (pixels(f, f, cx, cy), radial([k1, k2, 0.0, 0.0, 0.0, 0.0], [0.0; 2]))
             }
-            _ => None,
-        }
+            ("OPENCV", &[fx, fy, cx, cy, k1, k2, p1, p2]) => {
+                (pixels(fx, fy, cx, cy), radial([k1, k2, 0.0, 0.0, 0.0, 0.0], [p1, p2]))
+            }
+            ("FULL_OPENCV", &[fx, fy, cx, cy, k1, k2, p1, p2, k3, k4, k5, k6]) => {
+                (pixels(fx, fy, cx, cy), radial([k1, k2, k3, k4, k5, k6], [p1, p2]))
+            }
+            ("OPENCV_FISHEYE", &[fx, fy, cx, cy, k1, k2, k3, k4]) => {
+                (pixels(fx, fy, cx, cy), fisheye([k1, k2, k3, k4]))
+            }
+            ("SIMPLE_RADIAL_FISHEYE", &[f, cx, cy, k]) => {
+                (pixels(f, f, cx, cy), fisheye([k, 0.0, 0.0, 0.0]))
+            }
+            ("RADIAL_FISHEYE", &[f, cx, cy, k1, k2]) => {
+                (pixels(f, f, cx, cy), fisheye([k1, k2, 0.0, 0.0]))
+            }
+            _ => return None,
+        })
     }
 }
 
@@ -94,8 +115,8 @@ pub(crate) struct ColmapCamera {
     pub id: u32,
     pub model: CameraModel,
     pub intrinsics: PixelIntrinsics,
-    /// Whether the model has non-zero distortion coefficients (which we ignore).
-    pub distorted: bool,
+    /// The lens distortion; `None` for a pinhole camera.
+    pub distortion: Option<Distortion>,
 }
 
 impl ColmapCamera {
@@ -108,7 +129,7 @@ impl ColmapCamera {
         height: u64,
         params: &[f64],
     ) -> Result<Self, DatasetError> {
-        let Some((intrinsics, distorted)) = model.pinhole(width as f64, height as f64, params)
+        let Some((intrinsics, distortion)) = model.camera(width as f64, height as f64, params)
         else {
             return Err(DatasetError::UnsupportedCameraModel {
                 file: file.to_owned(),
@@ -125,7 +146,7 @@ impl ColmapCamera {
         intrinsics
             .validate()
             .map_err(|e| DatasetError::invalid(file, format!("camera {id}: {e}")))?;
-        Ok(Self { id, model, intrinsics, distorted })
+        Ok(Self { id, model, intrinsics, distortion })
     }
 }
 
@@ -242,9 +263,6 @@ pub(crate) fn read(source: &DatasetSource) -> Result<ParsedDataset, DatasetError
             message: format!("none of its {} images is in {IMAGES_FOLDER}/", images.len()),
         });
     }
-    if let Some(warning) = distortion_warning(&source.display(&cameras_file), &cameras) {
-        warnings.push(warning);
-    }
     Ok(ParsedDataset {
         format: DatasetFormat::Colmap,
         views,
@@ -290,6 +308,7 @@ fn list_views(
                 image_path,
                 described_in: images_file.to_owned(),
                 intrinsics: camera.intrinsics.into(),
+                distortion: camera.distortion,
                 world_from_camera,
             }),
             None => missing.push(image.name.clone()),
@@ -359,20 +378,6 @@ fn text_of<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str, DatasetError> {
         .map_err(|e| DatasetError::invalid(file, format!("not UTF-8 text: {e}")))
 }
 
-/// One warning when any camera has distortion we ignore.
-fn distortion_warning(cameras_file: &str, cameras: &[ColmapCamera]) -> Option<String> {
-    let distorted: Vec<&ColmapCamera> = cameras.iter().filter(|c| c.distorted).collect();
-    let first = distorted.first()?;
-    Some(format!(
-        "{cameras_file}: lens distortion of {} of {} cameras ({} model) is ignored; the images \
-         are used as if undistorted (undistort them with colmap image_undistorter for best \
-         results)",
-        distorted.len(),
-        cameras.len(),
-        first.model.name
-    ))
-}
-
 /// Colour of a COLMAP point, 0..255, as a 0..1 value.
 fn color_from_u8(rgb: [u8; 3]) -> [f32; 3] {
     rgb.map(|c| f32::from(c) / 255.0)
@@ -420,14 +425,32 @@ mod tests {
     }
 
     #[test]
-    fn models_map_to_pinhole() {
+    fn models_map_to_pinhole_and_distortion() {
         let opencv = CameraModel::from_name("OPENCV").expect("known");
-        let (k, distorted) = opencv
-            .pinhole(100.0, 50.0, &[10.0, 11.0, 50.0, 25.0, 0.1, 0.0, 0.0, 0.0])
+        let (k, distortion) = opencv
+            .camera(100.0, 50.0, &[10.0, 11.0, 50.0, 25.0, 0.1, 0.2, 0.3, 0.4])
             .expect("supported");
-        assert!(distorted);
         assert_eq!((k.fx, k.fy, k.cx, k.cy), (10.0, 11.0, 50.0, 25.0));
+        assert_eq!(
+            distortion,
+            Some(Distortion::Radial { k: [0.1, 0.2, 0.0, 0.0, 0.0, 0.0], p: [0.3, 0.4] })
+        );
+        // FULL_OPENCV lists p1 p2 before k3..k6.
+        let full = CameraModel::from_name("FULL_OPENCV").expect("known");
+        let params = [10.0, 11.0, 50.0, 25.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+        let (_, distortion) = full.camera(100.0, 50.0, &params).expect("supported");
+        assert_eq!(
+            distortion,
+            Some(Distortion::Radial { k: [1.0, 2.0, 5.0, 6.0, 7.0, 8.0], p: [3.0, 4.0] })
+        );
+        // Zero coefficients are a pinhole camera; fisheye never is.
+        let radial = CameraModel::from_name("SIMPLE_RADIAL").expect("known");
+        assert_eq!(radial.camera(1.0, 1.0, &[1.0, 0.5, 0.5, 0.0]).expect("supported").1, None);
         let fisheye = CameraModel::from_id(5).expect("known");
-        assert!(fisheye.pinhole(1.0, 1.0, &[0.0; 8]).is_none());
+        let (_, distortion) =
+            fisheye.camera(1.0, 1.0, &[1.0, 1.0, 0.5, 0.5, 0.1, 0.0, 0.0, 0.0]).expect("supported");
+        assert_eq!(distortion, Some(Distortion::Fisheye { k: [0.1, 0.0, 0.0, 0.0] }));
+        let fov = CameraModel::from_name("FOV").expect("known");
+        assert!(fov.camera(1.0, 1.0, &[1.0, 1.0, 0.5, 0.5, 0.1]).is_none());
     }
 }
