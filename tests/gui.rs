@@ -99,9 +99,12 @@ fn sample_scene_start_pause_new_run_export_and_checkpoint() {
         steps: Some(40),
         memory_budget: Some(BUDGET),
     });
-    let state = wait_for(&mut harness, "the sample scene", 120, |s| {
-        s.task == TaskState::Ready && s.dataset.is_some()
+    // Before any run the window shows the initial splats (the trainer's run 0) from the
+    // first dataset camera, its image beside.
+    let state = wait_for(&mut harness, "the sample scene's initial splats", 120, |s| {
+        s.task == TaskState::Ready && s.dataset.is_some() && s.frame == Some(Some((0, 0)))
     });
+    assert!(state.frame_splats > 0, "{state:?}");
     assert!(state.errors.is_empty(), "{:?}", state.errors);
     assert!(
         state.dataset.as_ref().is_some_and(|p| p.ends_with("sample-scene.zip")),

@@ -120,7 +120,8 @@ fn resume_options(args: &TrainArgs, saved: Option<LoadOptions>) -> anyhow::Resul
     let Some(saved) = saved else { return Ok(load_options(args)) };
     if let Some(given) = args.max_resolution.filter(|&r| r != saved.max_resolution) {
         bail!(
-            "--max-resolution {given}: the checkpoint trained at {} and continues there (leave              the option out)",
+            "--max-resolution {given}: the checkpoint trained at {} and continues there (leave \
+             the option out)",
             saved.max_resolution
         );
     }
@@ -130,7 +131,8 @@ fn resume_options(args: &TrainArgs, saved: Option<LoadOptions>) -> anyhow::Resul
     if let Some([r, g, b]) = other_background {
         let [r0, g0, b0] = saved.background;
         bail!(
-            "--background {r},{g},{b}: the checkpoint trained over {r0},{g0},{b0} and continues              so (leave the option out)"
+            "--background {r},{g},{b}: the checkpoint trained over {r0},{g0},{b0} and continues \
+             so (leave the option out)"
         );
     }
     if args.alpha_as_mask && !saved.alpha_as_mask {

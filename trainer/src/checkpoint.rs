@@ -28,8 +28,8 @@
 //! `rng`, `order`, `splats` (N), `sh_degree`, `moments` (number of moment pairs),
 //! `sections` (the section names, for people reading the file), `dataset`
 //! ([`DatasetIdentity`], with the options the dataset was loaded with; files written before
-//! those were stored read as `options: None`) and `config` ([`TrainConfig`], strategy included). Every
-//! floating-point value in it is a JSON *string* in Rust's shortest round-trip notation
+//! those were stored read as `options: None`) and `config` ([`TrainConfig`], strategy
+//! included). Every floating-point value in it is a JSON *string* in Rust's shortest round-trip notation
 //! (`"0.00016"`, `"-0.0"`, `"inf"`): `serde_json`'s default number parser is not correctly
 //! rounded for every value, and strings read back bit for bit (NaN comes back as a NaN, its
 //! payload not kept). Integers, `u64` included, are JSON integers.

@@ -568,6 +568,7 @@ impl Task {
                 })
                 .await;
                 self.dataset = Some(dataset);
+                self.preview_init().await;
                 self.set_state(TaskState::Ready).await;
             }
             Err(e) => {
@@ -605,12 +606,30 @@ impl Task {
         }
     }
 
-    /// Points to start from: init.ply, else the dataset's points, else random; at most
-    /// `config.max_splats` of them.
+    /// The splats a run would start from, in the viewer slot (run 0, step 0, SH degree 0,
+    /// owned by the viewer) until a run replaces them or a teardown clears the slot, so that
+    /// a window shows the loaded dataset before any training.
+    async fn preview_init(&mut self) {
+        let Some(dataset) = self.dataset.clone() else { return };
+        // As the last run started, else as the defaults would.
+        let (max_splats, seed) =
+            self.last_config.as_ref().map_or((u32::MAX, 0), |c| (c.max_splats, c.seed));
+        let Ok(points) = self.initial_points(&dataset, max_splats, seed) else { return };
+        match upload_from_points(&self.ctx, &points, 0, Owner::Viewer) {
+            Ok(splats) => {
+                self.viewer.set(Some(ViewerSplats { run: 0, step: 0, splats: Arc::new(splats) }));
+            }
+            Err(e) => self.warn(format!("the initial splats cannot be shown: {e}")).await,
+        }
+    }
+
+    /// Points to start from: init.ply, else the dataset's points, else random (from `seed`);
+    /// at most `max_splats` of them.
     fn initial_points(
         &self,
         dataset: &Dataset,
-        config: &TrainConfig,
+        max_splats: u32,
+        seed: u64,
     ) -> Result<PointCloud, String> {
         let cloud = match &self.init {
             Some(path) => {
@@ -621,12 +640,12 @@ impl Task {
                 .init_points
                 .clone()
                 .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| dataset.random_points(RANDOM_INIT_POINTS, config.seed)),
+                .unwrap_or_else(|| dataset.random_points(RANDOM_INIT_POINTS, seed)),
         };
         if cloud.is_empty() {
             return Err("the init point cloud is empty".into());
         }
-        Ok(keep_at_most(cloud, config.max_splats as usize))
+        Ok(keep_at_most(cloud, max_splats as usize))
     }
 
     async fn start(&mut self, config: &TrainConfig) {
@@ -636,7 +655,9 @@ impl Task {
         };
         let (config, placement) = self.fit_budget(&dataset, config).await;
         let config = &config;
-        let points = match self.initial_points(&dataset, config) {
+        // The initial splats' preview goes before the run allocates (its peak is its own).
+        self.viewer.set(None);
+        let points = match self.initial_points(&dataset, config.max_splats, config.seed) {
             Ok(points) => points,
             Err(e) => {
                 self.error(format!("cannot start the run: {e}")).await;
@@ -670,6 +691,8 @@ impl Task {
                 .await;
                 self.trainer = Some(trainer);
                 self.run_started = Instant::now();
+                // The run's own splats replace the preview at once.
+                self.refresh_viewer().await;
                 self.set_state(TaskState::Training).await;
                 self.memory().await;
             }

@@ -77,8 +77,14 @@ fn a_run_goes_through_the_states_and_leaves_nothing() {
     let task = TaskHandle::spawn(ctx.clone()).unwrap();
     task.send(load_desk()).unwrap();
     until(&task, |e| *e == Event::State(TaskState::Ready));
+    // Before any run the viewer slot shows the initial splats (run 0), the viewer's to own.
+    let preview = task.viewer().latest().expect("the initial splats");
+    assert_eq!((preview.run, preview.step, preview.splats.count), (0, 0, 1443));
+    drop(preview);
+    assert!(ctx.ledger().owner_bytes(Owner::Viewer) > 0);
     task.send(Command::Start { config: config(1000) }).unwrap();
     until(&task, |e| matches!(e, Event::Step(s) if s.step >= 3));
+    assert!(task.viewer().latest().is_some_and(|v| v.run == 1), "the run's splats replace them");
     task.send(Command::Pause).unwrap();
     let events = until(&task, |e| *e == Event::State(TaskState::Paused));
     // Pause takes effect within one step.

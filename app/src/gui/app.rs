@@ -545,8 +545,6 @@ impl SplatApp {
                 let cameras: Vec<Camera> = dataset.0.views().map(|v| v.camera).collect();
                 let up = scene_up(&cameras);
                 let focus = scene_focus(&cameras);
-                self.view = ViewController::framing(focus.0, focus.1, up);
-                self.view_mode = ViewMode::Free;
                 let init = if init_points > 0 {
                     format!("{init_points} init points")
                 } else {
@@ -560,6 +558,9 @@ impl SplatApp {
                 self.history = History::default();
                 self.dataset = Some(LoadedDataset { path, dataset: dataset.0, up, focus });
                 self.show_file = false;
+                // The initial splats from the first camera, its image beside; moving the
+                // view from there orbits the scene's focus.
+                self.jump_to_camera(0);
             }
             Event::RunStarted { run, splats, steps } => {
                 self.info(format!("Run {run}: {splats} splats, {steps} steps."));
@@ -675,7 +676,9 @@ impl SplatApp {
             Some(file) if self.show_file || self.run.is_none() => {
                 viewer::Source::File(Arc::clone(&file.splats))
             }
-            _ if self.run.is_some() => viewer::Source::Run,
+            // The run's splats, or before any run the dataset's initial ones (the trainer
+            // puts those in the same slot).
+            _ if self.run.is_some() || self.dataset.is_some() => viewer::Source::Run,
             _ => viewer::Source::Nothing,
         }
     }

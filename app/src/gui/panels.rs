@@ -540,6 +540,15 @@ impl SplatApp {
                     egui::Rect::from_min_max(egui::pos2(0.0, 0.0), egui::pos2(1.0, 1.0)),
                     Color32::WHITE,
                 );
+                if self.task_state == TaskState::Ready {
+                    painter.text(
+                        rect.center_bottom() - Vec2::new(0.0, 16.0),
+                        egui::Align2::CENTER_BOTTOM,
+                        "Initial splats: Space to train",
+                        egui::FontId::proportional(16.0),
+                        Color32::GRAY,
+                    );
+                }
             }
             _ => {
                 let hint = match self.task_state {

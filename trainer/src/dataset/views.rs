@@ -61,12 +61,20 @@ fn load_view(
             )
         })?
         .scaled_to(width, height);
-    let mask = match mask_file(source, &pending.image_path) {
+    let file_mask = match mask_file(source, &pending.image_path) {
         Some(rel) => Some(
             images::decode_mask(&source.read(&rel)?, width, height)
                 .map_err(|message| DatasetError::Image { file: source.display(&rel), message })?,
         ),
-        None => decoded.alpha,
+        None => None,
+    };
+    // Both a mask file and the alpha as mask: a pixel counts as much as the lesser says.
+    let mask = match (file_mask, decoded.alpha) {
+        (Some(mut file), Some(alpha)) => {
+            file.pixels_mut().zip(alpha.pixels()).for_each(|(m, a)| m[0] = m[0].min(a[0]));
+            Some(file)
+        }
+        (file, alpha) => file.or(alpha),
     };
     let (image, mask) = match &pending.distortion {
         Some(distortion) => {

@@ -15,8 +15,8 @@
 //!
 //! The render is the rasterizer's `array<vec4<f32>>` [H·W] (rgb + alpha, row-major); the
 //! ground truth is packed RGBA8, `array<u32>` [H·W] with r in the low byte, value/255, and
-//! the weight in the alpha byte. The gradient, when asked for, is dL/d(rgb, alpha) as `array<vec4<f32>>`
-//! [H·W], alpha's always 0.
+//! the weight in the alpha byte. The gradient, when asked for, is dL/d(rgb, alpha) as
+//! `array<vec4<f32>>` [H·W], alpha's always 0.
 //!
 //! Two kernels, each on 16×16 pixel tiles that blur in workgroup memory (horizontal pass, then
 //! vertical):
