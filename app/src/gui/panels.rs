@@ -504,30 +504,9 @@ impl SplatApp {
         self.view_mode = ViewMode::Free;
     }
 
-    fn viewport(&mut self, ui: &mut egui::Ui) {
-        let available = ui.available_size();
-        let ground_truth = match self.view_mode {
-            ViewMode::DatasetCamera(i) => self.ground_truth_texture(ui.ctx(), i),
-            ViewMode::Free => None,
-        };
-        // Side by side with the ground truth when looking through a dataset camera.
-        let render_size = if ground_truth.is_some() {
-            Vec2::new(available.x / 2.0, available.y)
-        } else {
-            available
-        };
-        let (rect, response) = ui.allocate_exact_size(render_size, Sense::click_and_drag());
-        self.camera_input(ui, &response, rect);
-
-        let pixels = ui.ctx().pixels_per_point() * self.render_scale;
-        let (w, h) = ((rect.width() * pixels) as u32, (rect.height() * pixels) as u32);
-        let source = self.source();
-        let nothing = matches!(source, viewer::Source::Nothing);
-        self.requested_camera = self.viewport_camera(w, h);
-        if let Some(camera) = self.requested_camera {
-            self.viewer.request(viewer::Request { source, camera, background: [0.0; 3] });
-        }
-        let painter = ui.painter_at(rect);
+    /// The viewer's last frame in `rect` (centred at its aspect), or a hint where there is
+    /// none to show.
+    fn paint_frame(&self, painter: &egui::Painter, rect: egui::Rect, pixels: f32, nothing: bool) {
         painter.rect_filled(rect, 0.0, Color32::BLACK);
         match self.viewer.frame() {
             Some(frame) if !nothing => {
@@ -540,7 +519,8 @@ impl SplatApp {
                     egui::Rect::from_min_max(egui::pos2(0.0, 0.0), egui::pos2(1.0, 1.0)),
                     Color32::WHITE,
                 );
-                if self.task_state == TaskState::Ready {
+                // Run 0 is the trainer's preview of the initial splats.
+                if self.task_state == TaskState::Ready && frame.run_step == Some((0, 0)) {
                     painter.text(
                         rect.center_bottom() - Vec2::new(0.0, 16.0),
                         egui::Align2::CENTER_BOTTOM,
@@ -566,6 +546,32 @@ impl SplatApp {
                 );
             }
         }
+    }
+
+    fn viewport(&mut self, ui: &mut egui::Ui) {
+        let available = ui.available_size();
+        let ground_truth = match self.view_mode {
+            ViewMode::DatasetCamera(i) => self.ground_truth_texture(ui.ctx(), i),
+            ViewMode::Free => None,
+        };
+        // Side by side with the ground truth when looking through a dataset camera.
+        let render_size = if ground_truth.is_some() {
+            Vec2::new(available.x / 2.0, available.y)
+        } else {
+            available
+        };
+        let (rect, response) = ui.allocate_exact_size(render_size, Sense::click_and_drag());
+        self.camera_input(ui, &response, rect);
+
+        let pixels = ui.ctx().pixels_per_point() * self.render_scale;
+        let (w, h) = ((rect.width() * pixels) as u32, (rect.height() * pixels) as u32);
+        let source = self.source();
+        let nothing = matches!(source, viewer::Source::Nothing);
+        self.requested_camera = self.viewport_camera(w, h);
+        if let Some(camera) = self.requested_camera {
+            self.viewer.request(viewer::Request { source, camera, background: [0.0; 3] });
+        }
+        self.paint_frame(&ui.painter_at(rect), rect, pixels, nothing);
         if let Some((texture, size)) = ground_truth {
             let gt_rect = egui::Rect::from_min_size(
                 rect.right_top(),
