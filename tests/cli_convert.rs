@@ -2,14 +2,13 @@
 //! `.spz` matches the one another tool (PlayCanvas) wrote of the same scene.
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
-use std::path::{Path, PathBuf};
+mod cli_common;
+
+use std::path::Path;
 use std::process::Command;
 
+use cli_common::{data, error_lines};
 use splat_trainer::formats::{Loaded, Splats, load_file, spz};
-
-fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data").join(rel)
-}
 
 fn convert(input: &Path, output: &Path) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_splatforge"))
@@ -108,10 +107,7 @@ fn every_format_we_read_converts_to_every_format_we_write() {
     ] {
         let (ok, stderr) = convert(&input, &output);
         assert!(!ok);
-        let lines: Vec<&str> = stderr
-            .lines()
-            .filter(|l| l.starts_with("error") && !l.contains("XDG_RUNTIME_DIR"))
-            .collect();
+        let lines = error_lines(&stderr);
         assert_eq!(lines.len(), 1, "{stderr}");
         assert!(lines[0].contains(words), "{stderr}");
     }

@@ -1,14 +1,12 @@
 //! `splatforge info` on every file and dataset in ../shared/data: one JSON object for what
 //! loads, one clear error line and a non-zero exit for what does not.
 
-use std::path::PathBuf;
+mod cli_common;
+
 use std::process::Command;
 
+use cli_common::{data, error_lines};
 use serde_json::{Value, json};
-
-fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data").join(rel)
-}
 
 fn info(path: &std::path::Path) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_splatforge"))
@@ -34,10 +32,7 @@ fn info_err(rel: &str) -> String {
     let (ok, stdout, stderr) = info(&data(rel));
     assert!(!ok, "{rel} should fail but printed {stdout}");
     assert!(stdout.is_empty(), "{rel}: nothing on stdout on failure");
-    let lines: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.starts_with("error") && !l.contains("XDG_RUNTIME_DIR"))
-        .collect();
+    let lines = error_lines(&stderr);
     assert_eq!(lines.len(), 1, "{rel}: one error line: {stderr}");
     lines[0].to_string()
 }

@@ -3,14 +3,13 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
+mod cli_common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use cli_common::{data, error_lines};
 use splat_trainer::formats::{Loaded, load_file};
-
-fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data").join(rel)
-}
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir =
@@ -152,10 +151,7 @@ fn bad_cameras_are_one_clear_line() {
             out.to_str().unwrap(),
         ]);
         assert!(!ok, "{text} should fail");
-        let lines: Vec<&str> = stderr
-            .lines()
-            .filter(|l| l.starts_with("error") && !l.contains("XDG_RUNTIME_DIR"))
-            .collect();
+        let lines = error_lines(&stderr);
         assert_eq!(lines.len(), 1, "{stderr}");
         assert!(lines[0].contains(words) && lines[0].contains("camera.json"), "{text}: {stderr}");
     }

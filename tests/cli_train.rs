@@ -2,17 +2,13 @@
 //! holds a PLY that loads and the metrics the README lists; bad input is one clear line.
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
-use std::path::PathBuf;
+mod cli_common;
+
 use std::process::Command;
 
+use cli_common::{data, error_lines};
 use splat_trainer::formats::{Loaded, load_file};
 
-fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data").join(rel)
-}
-
-/// Mesa prints "error: `XDG_RUNTIME_DIR` is invalid" on machines without a session; such lines
-/// are the driver's, not ours, and are ignored when counting error lines.
 fn train(args: &[&str]) -> (bool, String) {
     let out =
         Command::new(env!("CARGO_BIN_EXE_splatforge")).arg("train").args(args).output().unwrap();
@@ -133,10 +129,7 @@ fn bad_input_is_one_clear_line() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (ok, stderr) = train(&args);
         assert!(!ok, "{args:?} should fail");
-        let lines: Vec<&str> = stderr
-            .lines()
-            .filter(|l| l.starts_with("error") && !l.contains("XDG_RUNTIME_DIR"))
-            .collect();
+        let lines = error_lines(&stderr);
         assert_eq!(lines.len(), 1, "{stderr}");
         assert!(lines[0].contains(words), "{args:?}: {stderr}");
     }
@@ -225,10 +218,7 @@ fn checkpoints_and_resume() {
         second.to_str().unwrap(),
     ]);
     assert!(!ok);
-    let lines: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.starts_with("error") && !l.contains("XDG_RUNTIME_DIR"))
-        .collect();
+    let lines = error_lines(&stderr);
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(lines[0].contains("damaged.ckpt"), "{stderr}");
     // Each thing said once (a cause's text was repeated after its own message).

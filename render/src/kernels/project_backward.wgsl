@@ -2,9 +2,10 @@
 // raw parameters, recomputing the forward intermediates. A visible splat's dL/d(projected) is
 // the sum of the partials the rasterizer's backward pass wrote for its intersections
 // (`offsets[j]`.. `+ counts[j]` for its depth rank j), added in their order: fixed, so the
-// result is the same every run. Also accumulates the densification statistics: the NDC gradient norm, the
-// number of renders the splat was visible in and its largest radius in pixels. Gradients of
-// SH bands above the active degree are not written (nothing reads them: Adam skips them too).
+// result is the same every run. Also accumulates the densification statistics: the NDC
+// gradient norm, the number of renders the splat was visible in and its largest radius in
+// pixels. Gradients of SH bands above the active degree are not written (nothing reads them:
+// Adam skips them too).
 
 @group(0) @binding(9) var<storage, read> partials: array<f32>;          // [M, 9]
 @group(0) @binding(10) var<storage, read_write> v_means: array<f32>;    // [N, 3]
@@ -16,7 +17,7 @@
 @group(0) @binding(16) var<storage, read_write> v_sh2: array<f32>;      // [N, 5, 3]
 @group(0) @binding(17) var<storage, read_write> v_sh3: array<f32>;      // [N, 7, 3]
 @group(0) @binding(18) var<storage, read_write> densify: array<f32>;    // [N, 3]
-@group(0) @binding(19) var<storage, read> ranks: array<u32>;            // [N] depth rank + 1, 0 = not visible
+@group(0) @binding(19) var<storage, read> ranks: array<u32>;            // [N] depth rank + 1, or 0
 @group(0) @binding(20) var<storage, read> counts: array<u32>;           // [V] intersections by rank
 @group(0) @binding(21) var<storage, read> offsets: array<u32>;          // [V] the first of them
 
