@@ -11,7 +11,7 @@ use glam::Mat4;
 use splat_trainer::formats::{Splats, sh_coeffs_for_degree};
 use splat_trainer::render::{
     Camera, Category, FrameScratch, GpuContext, GpuSplats, Owner, RenderSettings, Renderer,
-    SplatGradients, wgpu,
+    ShPrecision, SplatGradients, wgpu,
 };
 
 pub struct BenchArgs {
@@ -187,6 +187,7 @@ pub struct TrainBenchArgs {
     pub max_resolution: u32,
     pub splats: Option<usize>,
     pub sh_degree: u32,
+    pub sh_precision: ShPrecision,
     pub profile: bool,
     pub json: Option<std::path::PathBuf>,
 }
@@ -237,6 +238,7 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         sh_degree: args.sh_degree,
         // The full degree from step 3 on: every window after the first times the same work.
         sh_degree_interval: 1,
+        sh_precision: args.sh_precision,
         strategy: Strategy::Default(DefaultConfig { start: u32::MAX, ..DefaultConfig::default() }),
         max_splats: u32::MAX,
         eval_every: 0,
@@ -247,11 +249,13 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
     };
     let mut trainer = Trainer::new(&ctx, std::sync::Arc::new(data), &init, config, Owner::Run(1))?;
     println!(
-        "adapter: {} ({:?}), {} splats, SH {}, images up to {width}×{height}, densification off",
+        "adapter: {} ({:?}), {} splats, SH {} ({}), images up to {width}×{height}, densification \
+         off",
         ctx.adapter_info.name,
         ctx.adapter_info.device_type,
         trainer.splat_count(),
         args.sh_degree,
+        args.sh_precision.name(),
     );
     // A few steps before timing: pipelines, first allocations, the SH degree rising.
     let warm_up = 3.min(args.steps);
@@ -299,6 +303,7 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         "dataset": args.dataset.display().to_string(),
         "splats": trainer.splat_count(),
         "sh_degree": args.sh_degree,
+        "sh_precision": args.sh_precision.name(),
         "width": width,
         "height": height,
         "steps": timed_steps,

@@ -17,7 +17,7 @@ use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::memory::{
     DEFAULT_INTERSECTIONS_PER_SPLAT, MemoryModel, RunShape, check_peak, default_budget,
 };
-use splat_trainer::render::GpuContext;
+use splat_trainer::render::{GpuContext, ShPrecision};
 
 /// What to measure.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +27,8 @@ pub struct BenchMemoryArgs {
     /// Splat caps to run, one run each.
     pub splats: Vec<u32>,
     pub sh_degree: u32,
+    /// How SH bands 1..=3 and their moments are stored.
+    pub sh_precision: ShPrecision,
     /// Longest image side the dataset is loaded at.
     pub max_resolution: u32,
     /// Training steps per run (at least 2: the refinement is at step 2).
@@ -48,7 +50,7 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
     );
     let model = MemoryModel::MEASURED;
     println!(
-        "{:>9} {:>3} {:>9} {:>6} {:>13} {:>13} {:>8} {:>7} {:>18} {:>8} {:>7}",
+        "{:>9} {:>7} {:>9} {:>6} {:>13} {:>13} {:>8} {:>7} {:>18} {:>8} {:>7}",
         "splats",
         "SH",
         "image",
@@ -64,9 +66,9 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
     let mut last_shape = None;
     for &splats in &args.splats {
         let started = Instant::now();
-        let check =
-            check_peak(&ctx, &model, &data, splats as usize, args.sh_degree, args.steps.max(2))
-                .with_context(|| format!("{splats} splats"))?;
+        let storage = (args.sh_degree, args.sh_precision);
+        let check = check_peak(&ctx, &model, &data, splats as usize, storage, args.steps.max(2))
+            .with_context(|| format!("{splats} splats"))?;
         let default_ips = model.predict(&RunShape {
             intersections_per_splat: DEFAULT_INTERSECTIONS_PER_SPLAT,
             ..check.shape
@@ -74,9 +76,9 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
         let measured = check.measured as f64;
         let shape = &check.shape;
         println!(
-            "{:>9} {:>3} {:>9} {:>6.2} {:>13.1} {:>13.1} {:>+7.2}% {:>7.0} {:>18.1} {:>+7.2}% {:>7.1}",
+            "{:>9} {:>7} {:>9} {:>6.2} {:>13.1} {:>13.1} {:>+7.2}% {:>7.0} {:>18.1} {:>+7.2}% {:>7.1}",
             splats,
-            args.sh_degree,
+            format!("{} {}", args.sh_degree, args.sh_precision.name()),
             format!("{}x{}", shape.width, shape.height),
             shape.intersections_per_splat,
             check.predicted.peak_bytes as f64 / MIB,
@@ -93,13 +95,14 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
     anyhow::ensure!(errors.is_empty(), "GPU errors: {errors:?}");
 
     let budget = default_budget(&ctx);
-    let shape = RunShape::for_dataset(&data, 0, args.sh_degree);
+    let shape = RunShape::for_dataset(&data, 0, args.sh_degree).with_precision(args.sh_precision);
     println!(
-        "default budget {:.0} MiB: {} splats of SH degree {} at {}x{} (ips {}); the device's \
-         bindings allow {}",
+        "default budget {:.0} MiB: {} splats of SH degree {} ({}) at {}x{} (ips {}); the \
+         device's bindings allow {}",
         budget as f64 / MIB,
         model.max_splats_for_budget(budget, &shape),
         args.sh_degree,
+        args.sh_precision.name(),
         shape.width,
         shape.height,
         shape.intersections_per_splat,
@@ -110,10 +113,11 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
         let splats = model.max_splats_for_budget(budget, &shape);
         let peak = model.predict(&shape.with_splats(splats)).peak_bytes;
         println!(
-            "budget {:.2} GiB: {splats} splats of SH degree {} at {}x{} (ips {:.2}), predicted \
-             peak {:.0} B a splat",
+            "budget {:.2} GiB: {splats} splats of SH degree {} ({}) at {}x{} (ips {:.2}), \
+             predicted peak {:.0} B a splat",
             budget as f64 / (MIB * 1024.0),
             args.sh_degree,
+            args.sh_precision.name(),
             shape.width,
             shape.height,
             shape.intersections_per_splat,

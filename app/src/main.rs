@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use splat_trainer::render::ShPrecision;
 
 /// With no subcommand, the desktop window opens (with the built-in sample scene, or PATH).
 #[derive(Parser)]
@@ -94,6 +95,10 @@ enum Command {
         max_splats: u32,
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
         sh_degree: u32,
+        /// How SH bands 1-3 and their optimizer state are stored on the GPU: f32, or f16
+        /// (252 fewer bytes a splat at SH degree 3).
+        #[arg(long, default_value = "f32", value_parser = splatforge::parse_sh_precision)]
+        sh_precision: ShPrecision,
         /// Evaluate on the eval views every N steps (0: only at the end).
         #[arg(long, default_value_t = 1000)]
         eval_every: u32,
@@ -131,6 +136,10 @@ enum Command {
         splats: Vec<u32>,
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
         sh_degree: u32,
+        /// How SH bands 1-3 and their optimizer state are stored on the GPU: f32, or f16
+        /// (252 fewer bytes a splat at SH degree 3).
+        #[arg(long, default_value = "f32", value_parser = splatforge::parse_sh_precision)]
+        sh_precision: ShPrecision,
         #[arg(long, default_value_t = 256)]
         max_resolution: u32,
         #[arg(long, default_value_t = 3)]
@@ -157,6 +166,10 @@ enum Command {
         splats: Option<usize>,
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
         sh_degree: u32,
+        /// How SH bands 1-3 and their optimizer state are stored on the GPU: f32, or f16
+        /// (252 fewer bytes a splat at SH degree 3).
+        #[arg(long, default_value = "f32", value_parser = splatforge::parse_sh_precision)]
+        sh_precision: ShPrecision,
         /// Time every GPU pass with timestamp queries.
         #[arg(long)]
         profile: bool,
@@ -203,7 +216,12 @@ fn main() -> ExitCode {
         };
         return exit_code(splatforge::gui::run(args));
     };
-    let result = match command {
+    exit_code(run(command))
+}
+
+/// Runs a subcommand.
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::MakeSampleScene { out } => make_sample_scene(&out),
         Command::Info { path, max_resolution } => info::run(&path, max_resolution),
         Command::Train {
@@ -215,6 +233,7 @@ fn main() -> ExitCode {
             strategy,
             max_splats,
             sh_degree,
+            sh_precision,
             eval_every,
             memory_budget,
             checkpoint_every,
@@ -232,6 +251,7 @@ fn main() -> ExitCode {
             strategy,
             max_splats,
             sh_degree,
+            sh_precision,
             eval_every,
             memory_budget,
             checkpoint_every,
@@ -242,16 +262,23 @@ fn main() -> ExitCode {
             alpha_as_mask,
         }),
         Command::Convert { input, output } => convert_cmd::run(&input, &output),
-        Command::BenchMemory { dataset, splats, sh_degree, max_resolution, steps, budget } => {
-            bench_memory::run(&bench_memory::BenchMemoryArgs {
-                dataset,
-                splats,
-                sh_degree,
-                max_resolution,
-                steps,
-                budget,
-            })
-        }
+        Command::BenchMemory {
+            dataset,
+            splats,
+            sh_degree,
+            sh_precision,
+            max_resolution,
+            steps,
+            budget,
+        } => bench_memory::run(&bench_memory::BenchMemoryArgs {
+            dataset,
+            splats,
+            sh_degree,
+            sh_precision,
+            max_resolution,
+            steps,
+            budget,
+        }),
         Command::BenchTrain {
             dataset,
             steps,
@@ -259,6 +286,7 @@ fn main() -> ExitCode {
             max_resolution,
             splats,
             sh_degree,
+            sh_precision,
             profile,
             json,
         } => bench::run_train(&bench::TrainBenchArgs {
@@ -268,6 +296,7 @@ fn main() -> ExitCode {
             max_resolution,
             splats,
             sh_degree,
+            sh_precision,
             profile,
             json,
         }),
@@ -285,8 +314,7 @@ fn main() -> ExitCode {
                 antialiased,
             })
         }
-    };
-    exit_code(result)
+    }
 }
 
 fn make_sample_scene(out: &std::path::Path) -> anyhow::Result<()> {

@@ -14,7 +14,7 @@ use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::formats::Loaded;
 use splat_trainer::loss::LossWeights;
-use splat_trainer::render::GpuContext;
+use splat_trainer::render::{GpuContext, ShPrecision};
 use splat_trainer::task::{Command, EXPORT_EXTENSIONS, Event, TaskHandle, write_atomically};
 use splat_trainer::train::{EvalStats, LearningRates, StepMetrics, TrainConfig};
 use splatforge::human_bytes;
@@ -29,6 +29,7 @@ pub struct TrainArgs {
     pub strategy: String,
     pub max_splats: u32,
     pub sh_degree: u32,
+    pub sh_precision: ShPrecision,
     pub eval_every: u32,
     pub memory_budget: Option<u64>,
     pub checkpoint_every: u32,
@@ -89,6 +90,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             steps: args.steps,
             sh_degree: args.sh_degree,
             sh_degree_interval: 1000,
+            sh_precision: args.sh_precision,
             strategy,
             max_splats: args.max_splats,
             eval_every: args.eval_every,

@@ -1,10 +1,17 @@
 //! Splat parameters and their gradients on the GPU.
 //!
-//! Flat f32 buffers (no vec3 padding). SH coefficients are split by band, coefficient-major
+//! Flat buffers (no vec3 padding). SH coefficients are split by band, coefficient-major
 //! within a band (`[N, coefficients of the band, 3]`): no single binding then exceeds
 //! lavapipe's 128 MiB limit at a million splats of degree 3, and degree-0 scenes carry no SH
 //! rest at all. Bands above the stored degree are 16-byte placeholders (bindings cannot be
 //! empty).
+//!
+//! Every buffer holds f32 values, except that a scene stored with [`ShPrecision::F16`] keeps
+//! SH bands 1..=3 (the view-dependent colour: 45 of a splat's 59 values at degree 3) as IEEE
+//! binary16, two values in each 32-bit word (the first in the low half; kernels convert them
+//! with `kernels/binary16.wgsl`), each splat's row padded to whole words so that a splat
+//! never shares a word with another (a gather or an Adam step writes whole words). Gradients
+//! are f32 in every case.
 
 use splat_formats::{Splats, sh_coeffs_for_degree};
 
@@ -14,16 +21,103 @@ use crate::{Category, GpuBuffer, GpuContext, GpuError, Owner};
 pub const BAND_COEFFS: [u32; 4] = [1, 3, 5, 7];
 /// First coefficient index of each band.
 const BAND_START: [usize; 4] = [0, 1, 4, 9];
+/// Parameter buffers of a scene, in the order of [`GpuSplats::buffers`]: means, log-scales,
+/// quats, opacities, SH bands 0..=3.
+pub const PARAM_BUFFERS: usize = 8;
+/// Index of SH band 0 among the parameter buffers.
+pub const FIRST_SH_BUFFER: usize = 4;
+/// Values a splat has in each parameter buffer, SH bands counted as if present.
+pub const VALUES_PER_SPLAT: [u32; PARAM_BUFFERS] =
+    [3, 3, 4, 1, BAND_COEFFS[0] * 3, BAND_COEFFS[1] * 3, BAND_COEFFS[2] * 3, BAND_COEFFS[3] * 3];
+/// Size of a parameter (or gradient, or moment) buffer that holds nothing: a binding may not
+/// be empty.
+pub const EMPTY_BUFFER_BYTES: u64 = 16;
+
+/// How SH bands 1..=3 (parameters and their Adam moments) are stored on the GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ShPrecision {
+    /// 32-bit floats, like every other parameter.
+    #[default]
+    F32,
+    /// IEEE binary16, two to a 32-bit word: half the bytes. The rasterizer reads them as f32;
+    /// Adam rounds its results to them stochastically (`optim/adam.wgsl` in the trainer).
+    F16,
+}
+
+impl ShPrecision {
+    /// The name used on the command line and in files: `f32` or `f16`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::F16 => "f16",
+        }
+    }
+
+    /// The precision named `name` (see [`ShPrecision::name`]).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::F32, Self::F16].into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// 32-bit words a splat takes in parameter buffer `b` of a scene of SH degree `sh_degree`
+/// (0 for a band above it, which is a placeholder). Moments have the same layout; gradients
+/// are always [`VALUES_PER_SPLAT`] f32 values.
+#[must_use]
+pub fn words_per_splat(b: usize, sh_degree: u32, precision: ShPrecision) -> u32 {
+    let values = VALUES_PER_SPLAT[b];
+    if b < FIRST_SH_BUFFER {
+        return values;
+    }
+    let band = (b - FIRST_SH_BUFFER) as u32;
+    match (band > sh_degree, band > 0 && precision == ShPrecision::F16) {
+        (true, _) => 0,
+        (false, true) => values.div_ceil(2),
+        (false, false) => values,
+    }
+}
+
+/// Bytes of parameter buffer `b` (or of one of its moments) for `count` splats.
+#[must_use]
+pub fn param_buffer_bytes(b: usize, count: u32, sh_degree: u32, precision: ShPrecision) -> u64 {
+    let words = u64::from(count) * u64::from(words_per_splat(b, sh_degree, precision));
+    if words == 0 { EMPTY_BUFFER_BYTES } else { words * 4 }
+}
+
+/// Bytes of gradient buffer `b` for `count` splats (always f32).
+#[must_use]
+pub fn gradient_buffer_bytes(b: usize, count: u32, sh_degree: u32) -> u64 {
+    param_buffer_bytes(b, count, sh_degree, ShPrecision::F32)
+}
 
 const PARAM_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_DST)
     .union(wgpu::BufferUsages::COPY_SRC);
+
+const LABELS: [&str; PARAM_BUFFERS] = [
+    "means",
+    "log_scales",
+    "quats",
+    "opacities",
+    "sh band 0",
+    "sh band 1",
+    "sh band 2",
+    "sh band 3",
+];
+
+/// The label of parameter buffer `b` (its moments and gradient add to it).
+#[must_use]
+pub fn param_label(b: usize) -> &'static str {
+    LABELS[b]
+}
 
 /// Splat parameters on the GPU (raw values, as `Splats` holds them).
 #[derive(Debug)]
 pub struct GpuSplats {
     pub count: u32,
     pub sh_degree: u32,
+    pub sh_precision: ShPrecision,
     pub means: GpuBuffer,
     pub log_scales: GpuBuffer,
     pub quats: GpuBuffer,
@@ -31,48 +125,136 @@ pub struct GpuSplats {
     pub sh: [GpuBuffer; 4],
 }
 
-fn band_len(count: usize, band: usize, sh_degree: u32) -> usize {
-    if band as u32 <= sh_degree { count * BAND_COEFFS[band] as usize * 3 } else { 0 }
+/// The values of each parameter buffer of `splats`, f32, in buffer order (SH per band,
+/// coefficient-major).
+fn buffer_values(splats: &Splats) -> [Vec<f32>; PARAM_BUFFERS] {
+    let [b0, b1, b2, b3] = split_sh_bands(splats);
+    [
+        splats.means.as_flattened().to_vec(),
+        splats.log_scales.as_flattened().to_vec(),
+        splats.rotations.as_flattened().to_vec(),
+        splats.opacity_logits.clone(),
+        b0,
+        b1,
+        b2,
+        b3,
+    ]
 }
 
-/// Bytes for `floats` f32 values, at least 16 (a binding may not be empty).
-fn buffer_bytes(floats: usize) -> u64 {
-    (floats as u64 * 4).max(16)
+/// `values` (rows of `values_per_splat`) as the words buffer `b` stores: the same bits for
+/// f32, pairs of binary16 (rounded to nearest, clamped to the largest finite one) in rows
+/// padded to whole words for an f16 band.
+fn encode(values: &[f32], b: usize, precision: ShPrecision) -> Vec<u32> {
+    if b <= FIRST_SH_BUFFER || precision == ShPrecision::F32 {
+        return values.iter().map(|v| v.to_bits()).collect();
+    }
+    let row = VALUES_PER_SPLAT[b] as usize;
+    let mut words = Vec::with_capacity(values.len().div_ceil(row) * row.div_ceil(2));
+    for splat in values.chunks(row) {
+        for pair in splat.chunks(2) {
+            let lo = f16_bits(pair[0]);
+            let hi = pair.get(1).map_or(0, |&v| f16_bits(v));
+            words.push(u32::from(lo) | (u32::from(hi) << 16));
+        }
+    }
+    words
+}
+
+/// The inverse of [`encode`]: `count` splats' values of buffer `b`, as f32.
+fn decode(words: &[u32], b: usize, count: usize, precision: ShPrecision) -> Vec<f32> {
+    if b <= FIRST_SH_BUFFER || precision == ShPrecision::F32 {
+        return words.iter().map(|&w| f32::from_bits(w)).collect();
+    }
+    let row = VALUES_PER_SPLAT[b] as usize;
+    let row_words = row.div_ceil(2);
+    let mut values = Vec::with_capacity(count * row);
+    for splat in words.chunks(row_words).take(count) {
+        let halves = splat.iter().flat_map(|&w| [w as u16, (w >> 16) as u16]);
+        values.extend(halves.take(row).map(|h| half::f16::from_bits(h).to_f32()));
+    }
+    values
+}
+
+/// `value` as binary16 bits, rounded to nearest; beyond the largest finite binary16 it is
+/// clamped to it (a splat's colour coefficients are never that large, but an infinity would
+/// cull the splat). NaN stays NaN.
+fn f16_bits(value: f32) -> u16 {
+    let clamped = if value.is_nan() { value } else { value.clamp(-65_504.0, 65_504.0) };
+    half::f16::from_f32(clamped).to_bits()
+}
+
+/// `value` rounded to the nearest binary16 (as an [`ShPrecision::F16`] upload stores it),
+/// as f32.
+#[must_use]
+pub fn round_to_f16(value: f32) -> f32 {
+    half::f16::from_bits(f16_bits(value)).to_f32()
 }
 
 impl GpuSplats {
-    /// Uploads a scene. Errors if it has more splats than a u32 counts or a buffer would
-    /// exceed the device's limits.
+    /// Uploads a scene with f32 storage. Errors if it has more splats than a u32 counts or a
+    /// buffer would exceed the device's limits.
     pub fn upload(ctx: &GpuContext, splats: &Splats, owner: Owner) -> Result<Self, GpuError> {
+        Self::upload_as(ctx, splats, ShPrecision::F32, owner)
+    }
+
+    /// Uploads a scene storing SH bands 1..=3 with `precision` (values rounded to nearest).
+    pub fn upload_as(
+        ctx: &GpuContext,
+        splats: &Splats,
+        precision: ShPrecision,
+        owner: Owner,
+    ) -> Result<Self, GpuError> {
         let count = u32::try_from(splats.len()).map_err(|_| GpuError::TooLarge {
             label: "splats".into(),
             bytes: splats.len() as u64,
             limit: u64::from(u32::MAX),
         })?;
-        let param = |label: &str, data: &[f32]| {
-            ctx.create_buffer_init(
-                label,
-                bytemuck::cast_slice(if data.is_empty() { &[0.0; 4] } else { data }),
+        let values = buffer_values(splats);
+        let mut buffers = Vec::with_capacity(PARAM_BUFFERS);
+        for (b, values) in values.iter().enumerate() {
+            let words = encode(values, b, precision);
+            let bytes: &[u8] = if words.is_empty() {
+                &[0; EMPTY_BUFFER_BYTES as usize]
+            } else {
+                bytemuck::cast_slice(&words)
+            };
+            buffers.push(ctx.create_buffer_init(
+                LABELS[b],
+                bytes,
                 PARAM_USAGE,
                 Category::SplatParameters,
                 owner,
-            )
-        };
-        let bands = split_sh_bands(splats);
-        Ok(Self {
+            )?);
+        }
+        Ok(Self::from_buffers(count, splats.sh_degree, precision, all_buffers(buffers)))
+    }
+
+    /// The scene made of parameter buffers in [`GpuSplats::buffers`] order.
+    #[must_use]
+    pub fn from_buffers(
+        count: u32,
+        sh_degree: u32,
+        sh_precision: ShPrecision,
+        buffers: [GpuBuffer; PARAM_BUFFERS],
+    ) -> Self {
+        let [means, log_scales, quats, opacities, sh0, sh1, sh2, sh3] = buffers;
+        Self {
             count,
-            sh_degree: splats.sh_degree,
-            means: param("means", splats.means.as_flattened())?,
-            log_scales: param("log_scales", splats.log_scales.as_flattened())?,
-            quats: param("quats", splats.rotations.as_flattened())?,
-            opacities: param("opacities", &splats.opacity_logits)?,
-            sh: [
-                param("sh band 0", &bands[0])?,
-                param("sh band 1", &bands[1])?,
-                param("sh band 2", &bands[2])?,
-                param("sh band 3", &bands[3])?,
-            ],
-        })
+            sh_degree,
+            sh_precision,
+            means,
+            log_scales,
+            quats,
+            opacities,
+            sh: [sh0, sh1, sh2, sh3],
+        }
+    }
+
+    /// The parameter buffers, owned, in [`GpuSplats::buffers`] order.
+    #[must_use]
+    pub fn into_buffers(self) -> [GpuBuffer; PARAM_BUFFERS] {
+        let Self { means, log_scales, quats, opacities, sh: [sh0, sh1, sh2, sh3], .. } = self;
+        [means, log_scales, quats, opacities, sh0, sh1, sh2, sh3]
     }
 
     /// Zeroed parameter buffers for `count` splats of `sh_degree`, to be filled in chunks with
@@ -81,32 +263,20 @@ impl GpuSplats {
         ctx: &GpuContext,
         count: u32,
         sh_degree: u32,
+        precision: ShPrecision,
         owner: Owner,
     ) -> Result<Self, GpuError> {
-        let n = count as usize;
-        let param = |label: &str, floats: usize| {
-            ctx.create_buffer(
+        let mut buffers = Vec::with_capacity(PARAM_BUFFERS);
+        for (b, label) in LABELS.iter().enumerate() {
+            buffers.push(ctx.create_buffer(
                 label,
-                buffer_bytes(floats),
+                param_buffer_bytes(b, count, sh_degree, precision),
                 PARAM_USAGE,
                 Category::SplatParameters,
                 owner,
-            )
-        };
-        Ok(Self {
-            count,
-            sh_degree,
-            means: param("means", n * 3)?,
-            log_scales: param("log_scales", n * 3)?,
-            quats: param("quats", n * 4)?,
-            opacities: param("opacities", n)?,
-            sh: [
-                param("sh band 0", band_len(n, 0, sh_degree))?,
-                param("sh band 1", band_len(n, 1, sh_degree))?,
-                param("sh band 2", band_len(n, 2, sh_degree))?,
-                param("sh band 3", band_len(n, 3, sh_degree))?,
-            ],
-        })
+            )?);
+        }
+        Ok(Self::from_buffers(count, sh_degree, precision, all_buffers(buffers)))
     }
 
     /// Writes `rows` (same SH degree) as splats `first..first + rows.len()`. The data is
@@ -122,23 +292,18 @@ impl GpuSplats {
                 ),
             });
         }
-        let at = u64::from(first);
-        let write = |buffer: &GpuBuffer, floats_per_splat: u64, data: &[f32]| {
-            if !data.is_empty() {
+        let buffers = self.buffers();
+        for (b, values) in buffer_values(rows).iter().enumerate() {
+            let words = encode(values, b, self.sh_precision);
+            if !words.is_empty() {
+                let row_bytes =
+                    u64::from(words_per_splat(b, self.sh_degree, self.sh_precision)) * 4;
                 ctx.queue.write_buffer(
-                    buffer,
-                    at * floats_per_splat * 4,
-                    bytemuck::cast_slice(data),
+                    buffers[b],
+                    u64::from(first) * row_bytes,
+                    bytemuck::cast_slice(&words),
                 );
             }
-        };
-        write(&self.means, 3, rows.means.as_flattened());
-        write(&self.log_scales, 3, rows.log_scales.as_flattened());
-        write(&self.quats, 4, rows.rotations.as_flattened());
-        write(&self.opacities, 1, &rows.opacity_logits);
-        let bands = split_sh_bands(rows);
-        for (band, data) in bands.iter().enumerate() {
-            write(&self.sh[band], u64::from(BAND_COEFFS[band]) * 3, data);
         }
         Ok(())
     }
@@ -146,7 +311,7 @@ impl GpuSplats {
     /// The parameter buffers in binding order: means, log-scales, quats, opacities, SH bands
     /// 0..=3 (the order of `splat_params.wgsl`, of Adam's moments and of the gradients).
     #[must_use]
-    pub fn buffers(&self) -> [&wgpu::Buffer; 8] {
+    pub fn buffers(&self) -> [&wgpu::Buffer; PARAM_BUFFERS] {
         [
             &self.means,
             &self.log_scales,
@@ -161,13 +326,13 @@ impl GpuSplats {
 
     /// A copy on the GPU, for another owner (the viewer).
     pub fn duplicate(&self, ctx: &GpuContext, owner: Owner) -> Result<Self, GpuError> {
-        let copy = Self::allocate(ctx, self.count, self.sh_degree, owner)?;
+        let copy = Self::allocate(ctx, self.count, self.sh_degree, self.sh_precision, owner)?;
         copy.copy_from(ctx, self);
         Ok(copy)
     }
 
-    /// Overwrites these buffers with `source`'s (same count and degree); recorded and
-    /// submitted, not waited for.
+    /// Overwrites these buffers with `source`'s (same count, degree and precision); recorded
+    /// and submitted, not waited for.
     pub fn copy_from(&self, ctx: &GpuContext, source: &Self) {
         let mut encoder = ctx
             .device
@@ -178,8 +343,8 @@ impl GpuSplats {
         ctx.queue.submit([encoder.finish()]);
     }
 
-    /// Reads the parameters back (blocks until the GPU is done). Not from async code: see
-    /// [`GpuSplats::download_async`].
+    /// Reads the parameters back as f32 (blocks until the GPU is done). Not from async code:
+    /// see [`GpuSplats::download_async`].
     pub fn download(&self, ctx: &GpuContext) -> Result<Splats, GpuError> {
         pollster::block_on(self.download_async(ctx))
     }
@@ -189,14 +354,17 @@ impl GpuSplats {
     /// the read's wake-up to the scheduler the block holds).
     pub async fn download_async(&self, ctx: &GpuContext) -> Result<Splats, GpuError> {
         let n = self.count as usize;
-        let means = read_f32_async(ctx, &self.means, n * 3).await?;
-        let log_scales = read_f32_async(ctx, &self.log_scales, n * 3).await?;
-        let quats = read_f32_async(ctx, &self.quats, n * 4).await?;
-        let opacities = read_f32_async(ctx, &self.opacities, n).await?;
-        let mut bands: [Vec<f32>; 4] = Default::default();
-        for (band, out) in bands.iter_mut().enumerate() {
-            *out = read_f32_async(ctx, &self.sh[band], band_len(n, band, self.sh_degree)).await?;
+        let mut values: [Vec<f32>; PARAM_BUFFERS] = Default::default();
+        for (b, (buffer, out)) in self.buffers().into_iter().zip(&mut values).enumerate() {
+            let words = n * words_per_splat(b, self.sh_degree, self.sh_precision) as usize;
+            let bytes = read_bytes_async(ctx, buffer, words as u64 * 4).await?;
+            let words: Vec<u32> = bytes
+                .chunks_exact(4)
+                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                .collect();
+            *out = decode(&words, b, n, self.sh_precision);
         }
+        let [means, log_scales, quats, opacities, b0, b1, b2, b3] = values;
         Ok(merge_sh_bands(
             Splats {
                 means: to_arrays(&means),
@@ -207,9 +375,14 @@ impl GpuSplats {
                 sh_rest: Vec::new(),
                 sh_degree: self.sh_degree,
             },
-            &bands,
+            &[b0, b1, b2, b3],
         ))
     }
+}
+
+/// `buffers`, made one per parameter buffer, as an array.
+fn all_buffers(buffers: Vec<GpuBuffer>) -> [GpuBuffer; PARAM_BUFFERS] {
+    buffers.try_into().unwrap_or_else(|_| unreachable!("one buffer per parameter buffer"))
 }
 
 fn to_arrays<const K: usize>(flat: &[f32]) -> Vec<[f32; K]> {
@@ -221,8 +394,10 @@ fn to_arrays<const K: usize>(flat: &[f32]) -> Vec<[f32; K]> {
 pub fn split_sh_bands(splats: &Splats) -> [Vec<f32>; 4] {
     let n = splats.len();
     let rest = sh_coeffs_for_degree(splats.sh_degree) - 1;
-    let mut bands: [Vec<f32>; 4] =
-        std::array::from_fn(|band| Vec::with_capacity(band_len(n, band, splats.sh_degree)));
+    let mut bands: [Vec<f32>; 4] = std::array::from_fn(|band| {
+        let b = FIRST_SH_BUFFER + band;
+        Vec::with_capacity(n * words_per_splat(b, splats.sh_degree, ShPrecision::F32) as usize)
+    });
     bands[0].extend_from_slice(splats.sh_dc.as_flattened());
     for i in 0..n {
         let row = &splats.sh_rest[i * 3 * rest..(i + 1) * 3 * rest];
@@ -290,25 +465,28 @@ impl SplatGradients {
     }
 
     pub fn new(ctx: &GpuContext, splats: &GpuSplats, owner: Owner) -> Result<Self, GpuError> {
-        let n = splats.count as usize;
-        let grad = |label: &str, floats: usize| {
-            ctx.create_buffer(label, buffer_bytes(floats), PARAM_USAGE, Category::Gradients, owner)
-        };
+        let mut buffers = Vec::with_capacity(PARAM_BUFFERS);
+        for (b, label) in LABELS.iter().enumerate() {
+            buffers.push(ctx.create_buffer(
+                &format!("v_{label}"),
+                gradient_buffer_bytes(b, splats.count, splats.sh_degree),
+                PARAM_USAGE,
+                Category::Gradients,
+                owner,
+            )?);
+        }
+        let [v_means, v_log_scales, v_quats, v_opacities, s0, s1, s2, s3] = all_buffers(buffers);
+        let densify_bytes = u64::from(splats.count) * crate::kernels::DENSIFY_FLOATS * 4;
         Ok(Self {
             count: splats.count,
-            v_means: grad("v_means", n * 3)?,
-            v_log_scales: grad("v_log_scales", n * 3)?,
-            v_quats: grad("v_quats", n * 4)?,
-            v_opacities: grad("v_opacities", n)?,
-            v_sh: [
-                grad("v_sh band 0", band_len(n, 0, splats.sh_degree))?,
-                grad("v_sh band 1", band_len(n, 1, splats.sh_degree))?,
-                grad("v_sh band 2", band_len(n, 2, splats.sh_degree))?,
-                grad("v_sh band 3", band_len(n, 3, splats.sh_degree))?,
-            ],
+            v_means,
+            v_log_scales,
+            v_quats,
+            v_opacities,
+            v_sh: [s0, s1, s2, s3],
             densify: ctx.create_buffer(
                 "densification statistics",
-                buffer_bytes(n * crate::kernels::DENSIFY_FLOATS as usize),
+                densify_bytes.max(EMPTY_BUFFER_BYTES),
                 PARAM_USAGE,
                 Category::DensificationStats,
                 owner,
@@ -374,6 +552,37 @@ pub async fn read_bytes_async(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[expect(clippy::float_cmp, reason = "binary16 values are exact in f32")]
+    fn sixteen_bit_rows_are_padded_words_rounded_to_nearest() {
+        // Band 1: 9 values a splat, 5 words; the tenth half is padding.
+        let b = FIRST_SH_BUFFER + 1;
+        assert_eq!(words_per_splat(b, 3, ShPrecision::F16), 5);
+        assert_eq!(words_per_splat(b, 0, ShPrecision::F16), 0);
+        assert_eq!(words_per_splat(FIRST_SH_BUFFER, 3, ShPrecision::F16), 3, "DC stays f32");
+        assert_eq!(param_buffer_bytes(b, 7, 3, ShPrecision::F16), 7 * 5 * 4);
+        assert_eq!(param_buffer_bytes(b, 0, 3, ShPrecision::F16), EMPTY_BUFFER_BYTES);
+        let values: Vec<f32> =
+            (0..18).map(|i| [1.0, -0.5, 1e-6, 0.1, 70_000.0, -1e9][i % 6]).collect();
+        let words = encode(&values, b, ShPrecision::F16);
+        assert_eq!(words.len(), 10);
+        // The first value in the low half (1.0 is 0x3c00, -0.5 is 0xb800).
+        assert_eq!(words[0], 0x3c00 | (0xb800 << 16));
+        assert_eq!(words[4] >> 16, 0, "padding");
+        let back = decode(&words, b, 2, ShPrecision::F16);
+        assert_eq!(back.len(), 18);
+        for (got, want) in back.iter().zip(&values) {
+            // Rounded to nearest, clamped to the largest finite binary16.
+            let expected = half::f16::from_f32(want.clamp(-65_504.0, 65_504.0)).to_f32();
+            assert_eq!(*got, expected, "{want}");
+            assert!(got.is_finite());
+        }
+        assert_eq!(round_to_f16(0.1), back[3]);
+        // Other buffers, and f32 storage, keep the bits.
+        assert_eq!(decode(&encode(&values, b, ShPrecision::F32), b, 2, ShPrecision::F32), values);
+        assert_eq!(decode(&encode(&values, 0, ShPrecision::F16), 0, 6, ShPrecision::F16), values);
+    }
 
     #[test]
     #[expect(clippy::float_cmp, reason = "values are small integers, exact in f32")]

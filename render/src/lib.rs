@@ -17,7 +17,7 @@ pub mod view_controller;
 
 pub use camera::Camera;
 pub use context::{GpuBuffer, GpuContext, GpuError, GpuTexture, device_descriptor, texture_bytes};
-pub use gpu_splats::{GpuSplats, SplatGradients};
+pub use gpu_splats::{GpuSplats, ShPrecision, SplatGradients};
 pub use ledger::{Allocation, Category, Ledger, LedgerEntry, LedgerSnapshot, Owner};
 pub use profiler::{FrameTimings, PassTimer, PassTiming, Profile};
 pub use readback::SetOnDrop;

@@ -10,7 +10,7 @@
 //! so rendering the same scene a thousand times leaves the ledger where the first frames left
 //! it; a run lets it all go before a refinement ([`FrameScratch::release`]).
 
-use crate::gpu_splats::{GpuSplats, SplatGradients, read_f32};
+use crate::gpu_splats::{GpuSplats, ShPrecision, SplatGradients, read_f32};
 use crate::kernels::scan::{PrefixScan, ScanScratch};
 use crate::kernels::sort::{RadixSort, SortScratch};
 use crate::kernels::{
@@ -637,6 +637,8 @@ fn render_uniform(
         sh_degree: settings.sh_degree.unwrap_or(splats.sh_degree).min(splats.sh_degree),
         antialiased: u32::from(settings.antialiased),
         sh_degree_stored: splats.sh_degree,
+        sh_half: u32::from(splats.sh_precision == ShPrecision::F16),
+        _pad: [0; 3],
     }
 }
 

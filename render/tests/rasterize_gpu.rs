@@ -20,7 +20,7 @@ use splat_render::reference;
 use splat_render::wgpu;
 use splat_render::{
     Camera, Category, FrameScratch, GpuContext, GpuSplats, Owner, RenderSettings, Renderer,
-    SplatGradients, gpu_splats::read_f32,
+    ShPrecision, SplatGradients, gpu_splats::read_f32,
 };
 
 const PIXEL_TOLERANCE: f64 = 2e-3;
@@ -438,5 +438,65 @@ fn kept_bind_groups_follow_the_splats_and_let_them_go() {
             assert!(now < held, "forgetting the bind groups frees the splats ({now} vs {held})");
         }
     }
+    assert!(ctx.take_uncaptured_errors().is_empty());
+}
+
+/// SH bands stored in 16 bits (`ShPrecision::F16`) render and differentiate exactly as f32
+/// splats holding the same rounded values: the kernels read each binary16 as its f32 value
+/// and compute the same thing after that, so images and gradients are the same bits.
+#[test]
+fn sixteen_bit_sh_renders_and_differentiates_as_its_rounded_values() {
+    let gpu = Gpu::new();
+    let ctx = &gpu.ctx;
+    // A trained scene whose SH rest is not zero (the tiles' are).
+    let splats = real_scene("splats/inria-ply/fruit-drops-extra-prop.ply");
+    assert_eq!(splats.sh_degree, 3);
+    let rounded = Splats {
+        sh_rest: splats
+            .sh_rest
+            .iter()
+            .map(|&v| splat_render::gpu_splats::round_to_f16(v))
+            .collect(),
+        ..splats.clone()
+    };
+    assert!(rounded.sh_rest != splats.sh_rest, "the scene's SH are not all binary16 values");
+    let cam = look_at_scene(&splats, 64, 48);
+    let settings = RenderSettings::default();
+    let pixels = (cam.width * cam.height) as usize;
+    let mut rng = Rng(5);
+    let v_image: Vec<f32> = (0..pixels * 4).map(|_| rng.range(-1.0, 1.0)).collect();
+    let v_buffer = ctx
+        .create_buffer_init(
+            "v_image",
+            bytemuck::cast_slice(&v_image),
+            wgpu::BufferUsages::STORAGE,
+            Category::Other,
+            Owner::Run(3),
+        )
+        .unwrap();
+    let run = |scene: &Splats, precision: ShPrecision| {
+        let params = GpuSplats::upload_as(ctx, scene, precision, Owner::Run(3)).unwrap();
+        assert!(params.download(ctx).unwrap() == rounded, "{precision:?} holds the rounded SH");
+        let grads = SplatGradients::new(ctx, &params, Owner::Run(3)).unwrap();
+        let mut scratch = FrameScratch::new(ctx, &gpu.renderer, Owner::Run(3)).unwrap();
+        gpu.renderer.forward(ctx, &params, &cam, &settings, &mut scratch).unwrap();
+        let image = scratch.read_image(ctx).unwrap();
+        gpu.renderer.backward(ctx, &params, &mut scratch, &v_buffer, &grads).unwrap();
+        let gradients: Vec<Vec<u32>> = grads
+            .buffers()
+            .into_iter()
+            .chain([&*grads.densify])
+            .map(|b| {
+                let bytes = splat_render::gpu_splats::read_bytes(ctx, b, b.size()).unwrap();
+                bytemuck::pod_collect_to_vec(&bytes)
+            })
+            .collect();
+        (image.as_flattened().iter().map(|v| v.to_bits()).collect::<Vec<_>>(), gradients)
+    };
+    let (half_image, half_gradients) = run(&splats, ShPrecision::F16);
+    let (full_image, full_gradients) = run(&rounded, ShPrecision::F32);
+    assert!(half_image == full_image, "the images differ");
+    assert!(half_gradients == full_gradients, "the gradients differ");
+    assert!(half_gradients[7].iter().any(|&g| g != 0), "band 3 received gradients");
     assert!(ctx.take_uncaptured_errors().is_empty());
 }

@@ -21,7 +21,9 @@
 //! Sections, in order: `means` \[N, 3\], `log_scales` \[N, 3\], `rotations` \[N, 4\],
 //! `opacity_logits` \[N\], `sh_dc` \[N, 3\], `sh_rest` \[N, 3, K−1\] (the
 //! [`Splats`] arrays); then `adam_m.i`, `adam_v.i` for each Adam moment buffer `i`
-//! ([`HostOptimizerState::moments`], any lengths); last `densify` (any length). Sections
+//! ([`HostOptimizerState::moments`], any lengths, as the GPU holds them: for a run whose
+//! `config.sh_precision` is `"f16"`, those of SH bands 1..=3 carry two binary16 values in the
+//! bits of each 32-bit value, see `ShPrecision`); last `densify` (any length). Sections
 //! start 8-byte aligned, so a reader may map them in place.
 //!
 //! The metadata holds everything that is not a big array: `writer` (informational), `step`,
@@ -66,6 +68,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use splat_formats::Splats;
+use splat_render::ShPrecision;
 
 use crate::dataset::{Dataset, LoadOptions};
 use crate::densify::{DefaultConfig, McmcConfig, Strategy};
@@ -953,12 +956,42 @@ impl<'de> Deserialize<'de> for F64 {
     }
 }
 
+/// [`ShPrecision`] in the metadata: `"f32"` or `"f16"`.
+#[derive(Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ShPrecisionDoc {
+    #[default]
+    F32,
+    F16,
+}
+
+impl From<ShPrecision> for ShPrecisionDoc {
+    fn from(precision: ShPrecision) -> Self {
+        match precision {
+            ShPrecision::F32 => Self::F32,
+            ShPrecision::F16 => Self::F16,
+        }
+    }
+}
+
+impl From<ShPrecisionDoc> for ShPrecision {
+    fn from(doc: ShPrecisionDoc) -> Self {
+        match doc {
+            ShPrecisionDoc::F32 => Self::F32,
+            ShPrecisionDoc::F16 => Self::F16,
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConfigDoc {
     steps: u32,
     sh_degree: u32,
     sh_degree_interval: u32,
+    /// Absent in files written before 16-bit SH storage existed: f32.
+    #[serde(default)]
+    sh_precision: ShPrecisionDoc,
     strategy: StrategyDoc,
     max_splats: u32,
     eval_every: u32,
@@ -974,6 +1007,7 @@ impl From<&TrainConfig> for ConfigDoc {
             steps,
             sh_degree,
             sh_degree_interval,
+            sh_precision,
             strategy,
             max_splats,
             eval_every,
@@ -986,6 +1020,7 @@ impl From<&TrainConfig> for ConfigDoc {
             steps: *steps,
             sh_degree: *sh_degree,
             sh_degree_interval: *sh_degree_interval,
+            sh_precision: (*sh_precision).into(),
             strategy: strategy.into(),
             max_splats: *max_splats,
             eval_every: *eval_every,
@@ -1003,6 +1038,7 @@ impl From<ConfigDoc> for TrainConfig {
             steps,
             sh_degree,
             sh_degree_interval,
+            sh_precision,
             strategy,
             max_splats,
             eval_every,
@@ -1015,6 +1051,7 @@ impl From<ConfigDoc> for TrainConfig {
             steps,
             sh_degree,
             sh_degree_interval,
+            sh_precision: sh_precision.into(),
             strategy: strategy.into(),
             max_splats,
             eval_every,

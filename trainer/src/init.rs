@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 use splat_formats::{PointCloud, SH_C0, Splats, sh_coeffs_for_degree};
-use splat_render::{GpuContext, GpuError, GpuSplats, Owner};
+use splat_render::{GpuContext, GpuError, GpuSplats, Owner, ShPrecision};
 
 /// Starting opacity of every splat (3DGS).
 pub const INITIAL_OPACITY: f32 = 0.1;
@@ -51,6 +51,7 @@ pub fn upload_from_points(
     ctx: &GpuContext,
     cloud: &PointCloud,
     sh_degree: u32,
+    precision: ShPrecision,
     owner: Owner,
 ) -> Result<GpuSplats, GpuError> {
     let count = u32::try_from(cloud.len()).map_err(|_| GpuError::TooLarge {
@@ -59,7 +60,7 @@ pub fn upload_from_points(
         limit: u64::from(u32::MAX),
     })?;
     let dist2 = mean_neighbour_dist2(&cloud.positions);
-    let splats = GpuSplats::allocate(ctx, count, sh_degree, owner)?;
+    let splats = GpuSplats::allocate(ctx, count, sh_degree, precision, owner)?;
     for start in (0..cloud.len()).step_by(UPLOAD_CHUNK) {
         let end = (start + UPLOAD_CHUNK).min(cloud.len());
         splats.write_rows(

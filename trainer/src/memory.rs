@@ -22,31 +22,34 @@
 //! Every term is derived from the buffer layouts, minimum sizes included (`gpu_splats.rs`,
 //! `renderer.rs` and `kernels/{scan,sort}.rs` of splat-render; `optim/adam.rs`,
 //! `loss/mod.rs`, `densify/mod.rs` and `train.rs` here). Per splat of SH degree `d`, with
-//! `K = (d + 1)²` coefficients:
+//! `K = (d + 1)²` coefficients, and with SH bands 1..=d stored in 16 bits
+//! ([`ShPrecision::F16`]: `W` = 5, 13, 24 words for d = 1, 2, 3, each band's row of 9, 15,
+//! 21 binary16 values padded to whole words):
 //!
-//! | what                                          | bytes a splat     | SH 0 | SH 3 |
-//! |-----------------------------------------------|-------------------|------|------|
-//! | parameters (mean 3, scale 3, quat 4, opacity 1, SH 3K floats) | 4·(11 + 3K) | 56 | 236 |
-//! | gradients                                     | 4·(11 + 3K)       | 56   | 236  |
-//! | Adam moments m and v                          | 8·(11 + 3K)       | 112  | 472  |
-//! | densification statistics                      | 12                | 12   | 12   |
-//! | **state**                                     | 16·(11 + 3K) + 12 | 236  | 956  |
-//! | largest parameter buffer G (quats at SH 0, the highest band above) | 4·max(4, 3·(2d+1)) | 16 | 84 |
-//! | refinement plan                               | 32                | 32   | 32   |
-//! | **refinement**: parameters and moments, one group's new ones, the plan | 3·(4·(11 + 3K) + G) + 32 | 248 | 992 |
-//! | rasterizer scratch, per splat of capacity: projected 48, five u32 arrays 20, depth sort 8.1, two scans 0.02 | 76.1 | | |
-//! | rasterizer scratch, per intersection of capacity: tile ids 4, intersection ids 4, their splats 4, dL/dprojected partials 36, tile sort 8.1 | 56.1 | | |
+//! | what                                          | bytes a splat     | SH 0 | SH 3 | SH 3, f16 |
+//! |-----------------------------------------------|-------------------|------|------|-----------|
+//! | parameters (mean 3, scale 3, quat 4, opacity 1, SH 3K values) `P` | 4·(11 + 3K); f16: 4·(14 + W) | 56 | 236 | 152 |
+//! | gradients (always f32)                        | 4·(11 + 3K)       | 56   | 236  | 236       |
+//! | Adam moments m and v                          | 2·P               | 112  | 472  | 304       |
+//! | densification statistics                      | 12                | 12   | 12   | 12        |
+//! | **state**                                     | 3·P + 4·(11 + 3K) + 12 | 236 | 956 | 704   |
+//! | largest parameter buffer G (quats at SH 0, the highest band above) | 4·max(4, 3·(2d+1)); f16: 4·max(4, ⌈3·(2d+1)/2⌉) | 16 | 84 | 44 |
+//! | refinement plan                               | 32                | 32   | 32   | 32        |
+//! | **refinement**: parameters and moments, one group's new ones, the plan | 3·(P + G) + 32 | 248 | 992 | 620 |
+//! | rasterizer scratch, per splat of capacity: projected 48, five u32 arrays 20, depth sort 8.1, two scans 0.02 | 76.1 | | | |
+//! | rasterizer scratch, per intersection of capacity: tile ids 4, intersection ids 4, their splats 4, dL/dprojected partials 36, tile sort 8.1 | 56.1 | | | |
 //!
 //! Per pixel: in the frame scratch image 16, final transmittance 4, last entry 4; beside it
 //! `v_image` 16, two streamed targets 8, loss maps 36. Per tile: ranges 8 in the frame
 //! scratch; loss sums 16 and their readback 16.
 //!
-//! So the peak is a step's: a splat at SH 3 takes 956 + 1.5 × 76.1 ≈ 1,070 bytes, plus
-//! 1.5 × 56.1 ≈ 84 bytes for each tile it touches (the backward pass's per-intersection
-//! partials, 36 of them, are the price of a sum in fixed order); at SH 0, 350 plus 84 a tile.
-//! A refinement (992 at SH 3, 248 at SH 0) stays below it. Before the scratch was let go
-//! and refinements went group by group, a refinement held two full states beside the
-//! scratch: 2,112 + 168 at SH 3, with a `v_projected` of 36 bytes a splat more.
+//! So the peak is a step's: a splat at SH 3 takes 956 + 1.5 × 76.1 ≈ 1,070 bytes (818 with
+//! 16-bit SH), plus 1.5 × 56.1 ≈ 84 bytes for each tile it touches (the backward pass's
+//! per-intersection partials, 36 of them, are the price of a sum in fixed order); at SH 0,
+//! 350 plus 84 a tile. A refinement (992 at SH 3, 620 with 16-bit SH, 248 at SH 0) stays
+//! below it. Before the scratch was let go and refinements went group by group, a refinement
+//! held two full states beside the scratch: 2,112 + 168 at SH 3, with a `v_projected` of 36
+//! bytes a splat more.
 //!
 //! The factors no layout fixes were measured on real runs ([`measure_peak`], and the tests in
 //! `trainer/tests/memory_prediction.rs`); see [`MemoryModel`] and
@@ -58,11 +61,13 @@
 use std::sync::Arc;
 
 use splat_formats::Splats;
-use splat_render::gpu_splats::BAND_COEFFS;
+use splat_render::gpu_splats::{
+    EMPTY_BUFFER_BYTES, PARAM_BUFFERS, VALUES_PER_SPLAT, words_per_splat,
+};
 use splat_render::kernels::{DENSIFY_FLOATS, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS};
 use splat_render::{
     Category, FrameScratch, GpuContext, GpuError, GpuSplats, Owner, RenderSettings, Renderer,
-    TILE_SIZE, wgpu,
+    ShPrecision, TILE_SIZE, wgpu,
 };
 
 use crate::dataset::Dataset;
@@ -82,19 +87,8 @@ pub const DEFAULT_INTERSECTIONS_PER_SPLAT: f32 = 4.0;
 
 /// Bytes of one densification plan entry (`PlanEntry` in densify/plan.rs).
 const PLAN_ENTRY_BYTES: u64 = 32;
-/// Parameter buffers of a scene: means, log-scales, quats, opacities, SH bands 0..=3.
-const PARAM_FLOATS: [u64; 8] = [
-    3,
-    3,
-    4,
-    1,
-    BAND_COEFFS[0] as u64 * 3,
-    BAND_COEFFS[1] as u64 * 3,
-    BAND_COEFFS[2] as u64 * 3,
-    BAND_COEFFS[3] as u64 * 3,
-];
 /// Smallest parameter, gradient or moment buffer (a binding may not be empty).
-const MIN_PARAM_BUFFER: u64 = 16;
+const MIN_PARAM_BUFFER: u64 = EMPTY_BUFFER_BYTES;
 /// Smallest rasterizer scratch buffer (renderer.rs, `scratch_buffer`).
 const MIN_SCRATCH_BUFFER: u64 = 64;
 /// Smallest capacity the rasterizer scratch grows to (renderer.rs, `grown`).
@@ -103,10 +97,10 @@ const MIN_GROWN: u64 = 256;
 const ADAM_UNIFORM_BYTES: u64 = 8 * 256;
 /// The refinement's gather/split uniform slots: 9 of 256 bytes (densify/mod.rs).
 const DENSIFY_UNIFORM_BYTES: u64 = 9 * 256;
-/// Small blocks of the frame scratch, at their 64-byte minimum: render uniform (144 bytes),
+/// Small blocks of the frame scratch, at their 64-byte minimum: render uniform (160 bytes),
 /// intersect and raster uniforms, the scan total, the frame totals and their readback
 /// (renderer.rs).
-const FRAME_FIXED_BYTES: u64 = 144 + 5 * MIN_SCRATCH_BUFFER;
+const FRAME_FIXED_BYTES: u64 = 160 + 5 * MIN_SCRATCH_BUFFER;
 /// The loss's parameter block (loss/mod.rs, `LossParams`).
 const LOSS_PARAMS_BYTES: u64 = 32;
 /// Bytes per pixel of the loss's derivative maps (3 channels × 3 maps × f32).
@@ -154,6 +148,8 @@ pub struct RunShape {
     /// The most splats the run may reach (its cap, or its initial count if that is larger).
     pub splats: u64,
     pub sh_degree: u32,
+    /// How SH bands 1..=3 and their moments are stored.
+    pub sh_precision: ShPrecision,
     /// Size of the largest image the run renders (training or evaluation view).
     pub width: u32,
     pub height: u32,
@@ -167,13 +163,14 @@ pub struct RunShape {
 }
 
 impl RunShape {
-    /// A run of up to `splats` splats on images of up to `width`×`height`, with
+    /// A run of up to `splats` splats on images of up to `width`×`height`, f32 storage, with
     /// [`DEFAULT_INTERSECTIONS_PER_SPLAT`].
     #[must_use]
     pub fn new(splats: u64, sh_degree: u32, width: u32, height: u32) -> Self {
         Self {
             splats,
             sh_degree,
+            sh_precision: ShPrecision::F32,
             width,
             height,
             intersections_per_splat: DEFAULT_INTERSECTIONS_PER_SPLAT,
@@ -201,6 +198,12 @@ impl RunShape {
     #[must_use]
     pub fn with_splats(self, splats: u64) -> Self {
         Self { splats, ..self }
+    }
+
+    /// The same run storing SH bands 1..=3 with `sh_precision`.
+    #[must_use]
+    pub fn with_precision(self, sh_precision: ShPrecision) -> Self {
+        Self { sh_precision, ..self }
     }
 }
 
@@ -270,11 +273,11 @@ impl MemoryModel {
 
         // A step at the cap: the train state and the rasterizer's scratch, grown for the cap
         // and for the most intersections.
-        let params = param_bytes(n, d);
+        let params = param_bytes(n, d, shape.sh_precision);
         let densify = (n * DENSIFY_FLOATS * 4).max(MIN_PARAM_BUFFER);
         let mut step = kept;
         step.add(Category::SplatParameters, params);
-        step.add(Category::Gradients, params);
+        step.add(Category::Gradients, param_bytes(n, d, ShPrecision::F32));
         step.add(Category::OptimizerState, 2 * params);
         step.add(Category::DensificationStats, densify);
         step.add(Category::Other, ADAM_UNIFORM_BYTES);
@@ -287,7 +290,7 @@ impl MemoryModel {
         // and statistics dropped, then one parameter buffer and its moments rebuilt at a time
         // (densify/mod.rs `apply`): at most one group's new buffers beside the old parameters
         // and moments, with the plan.
-        let group = largest_param_buffer(n, d);
+        let group = largest_param_buffer(n, d, shape.sh_precision);
         let plan = (n * PLAN_ENTRY_BYTES).max(4) + DENSIFY_UNIFORM_BYTES;
         let mut refine = kept;
         refine.add(Category::SplatParameters, params + group);
@@ -315,7 +318,7 @@ impl MemoryModel {
         &self,
         dataset: &Dataset,
         max_splats: u32,
-        sh_degree: u32,
+        (sh_degree, sh_precision): (u32, ShPrecision),
         budget_bytes: u64,
         limits: Option<&wgpu::Limits>,
     ) -> RunPlan {
@@ -326,7 +329,8 @@ impl MemoryModel {
             }
             u32::try_from(fits).unwrap_or(u32::MAX).min(max_splats).max(1)
         };
-        let resident = RunShape::for_dataset(dataset, u64::from(max_splats), sh_degree);
+        let resident = RunShape::for_dataset(dataset, u64::from(max_splats), sh_degree)
+            .with_precision(sh_precision);
         let streamed = resident.streamed();
         match (fit(&resident), fit(&streamed)) {
             (with_images, without) if with_images >= without => RunPlan {
@@ -354,15 +358,15 @@ impl MemoryModel {
     /// The largest splat count whose buffers each fit one storage binding and one buffer of
     /// a device with `limits` (0 if not even one splat does, or the image's loss maps do
     /// not fit): the largest are the rasterizer's projected splats (48 bytes × the grown
-    /// capacity), the highest SH band (84 bytes a splat at degree 3) and the backward pass's
-    /// intersection partials (36 bytes × the grown intersections). On lavapipe (128 MiB
-    /// bindings) at 4 intersections a splat the partials bind first: 621k splats, whatever
-    /// the budget.
+    /// capacity), the highest SH band's gradient (84 bytes a splat at degree 3, f32 whatever
+    /// the parameters' precision) and the backward pass's intersection partials (36 bytes ×
+    /// the grown intersections). On lavapipe (128 MiB bindings) at 4 intersections a splat
+    /// the partials bind first: 621k splats, whatever the budget.
     #[must_use]
     pub fn max_splats_for_limits(&self, limits: &wgpu::Limits, shape: &RunShape) -> u64 {
         let binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let d = shape.sh_degree.min(3) as usize;
-        let param_floats = PARAM_FLOATS[..=4 + d].iter().copied().max().unwrap_or(0);
+        let param_floats = u64::from(VALUES_PER_SPLAT[..=4 + d].iter().copied().max().unwrap_or(0));
         let ips = f64::from(shape.intersections_per_splat.max(0.0));
         let pixels = u64::from(shape.width) * u64::from(shape.height);
         largest_fitting(|n| {
@@ -403,25 +407,24 @@ fn largest_fitting(fits: impl Fn(u64) -> bool) -> u64 {
     lo
 }
 
-/// Bytes of one set of parameter buffers (and so of the gradients, and of each Adam moment)
-/// for `n` splats of SH degree `d`: flat f32, SH split by band, bands above `d` 16-byte
-/// placeholders (`gpu_splats.rs`).
-fn param_bytes(n: u64, d: u32) -> u64 {
-    PARAM_FLOATS
-        .iter()
-        .enumerate()
-        .map(|(b, floats)| {
-            let present = b < 4 || (b - 4) as u32 <= d;
-            if present { (n * floats * 4).max(MIN_PARAM_BUFFER) } else { MIN_PARAM_BUFFER }
-        })
-        .sum()
+/// Bytes of one set of parameter buffers (and so of each Adam moment; the gradients are
+/// those of f32 storage) for `n` splats of SH degree `d`: SH split by band, bands above `d`
+/// 16-byte placeholders (`gpu_splats.rs`).
+fn param_bytes(n: u64, d: u32, precision: ShPrecision) -> u64 {
+    (0..PARAM_BUFFERS).map(|b| buffer_bytes(b, n, d, precision)).sum()
+}
+
+/// Bytes of parameter buffer `b` for `n` splats (`param_buffer_bytes` in `gpu_splats.rs`,
+/// for counts past u32).
+fn buffer_bytes(b: usize, n: u64, d: u32, precision: ShPrecision) -> u64 {
+    let words = u64::from(words_per_splat(b, d, precision));
+    n.saturating_mul(words * 4).max(MIN_PARAM_BUFFER)
 }
 
 /// Bytes of the largest parameter buffer for `n` splats of SH degree `d` (the highest band,
-/// or the quats at degree 0).
-fn largest_param_buffer(n: u64, d: u32) -> u64 {
-    let floats = PARAM_FLOATS[..=4 + d as usize].iter().copied().max().unwrap_or(0);
-    (n * floats * 4).max(MIN_PARAM_BUFFER)
+/// or the quats at degree 0 or in 16 bits at degree 1).
+fn largest_param_buffer(n: u64, d: u32, precision: ShPrecision) -> u64 {
+    (0..PARAM_BUFFERS).map(|b| buffer_bytes(b, n, d, precision)).max().unwrap_or(0)
 }
 
 /// The rasterizer's `FrameScratch` at the given capacities (renderer.rs).
@@ -554,11 +557,16 @@ pub fn measure_init(dataset: &Dataset, splats: usize, sh_degree: u32) -> Splats 
 /// every even step (so a refinement at the cap relocates the dead splats of
 /// [`measure_init`]: old and new state coexist at the cap, the worst case a run reaches).
 #[must_use]
-pub fn measure_config(cap: u32, sh_degree: u32, steps: u32) -> TrainConfig {
+pub fn measure_config(
+    cap: u32,
+    (sh_degree, sh_precision): (u32, ShPrecision),
+    steps: u32,
+) -> TrainConfig {
     TrainConfig {
         steps,
         sh_degree,
         sh_degree_interval: 1,
+        sh_precision,
         strategy: Strategy::Mcmc(McmcConfig {
             cap,
             refine_every: 2,
@@ -578,17 +586,18 @@ pub fn measure_config(cap: u32, sh_degree: u32, steps: u32) -> TrainConfig {
 /// The measured peak of a real training run at its splat cap: bytes in `ctx`'s ledger at
 /// the peak of `steps` training steps (at least 2: the first refinement is at step 2) of a
 /// [`Trainer`] on `dataset` from [`measure_init`]`(dataset, splats, sh_degree)` with
-/// [`measure_config`]`(splats, sh_degree, steps)`. See [`measure_run_peak`].
+/// [`measure_config`]`(splats, (sh_degree, sh_precision), steps)`. See [`measure_run_peak`].
 pub fn measure_peak(
     ctx: &GpuContext,
     dataset: &Arc<Dataset>,
     splats: usize,
-    sh_degree: u32,
+    (sh_degree, sh_precision): (u32, ShPrecision),
     steps: u32,
 ) -> Result<u64, GpuError> {
     let cap = count_u32(splats)?;
     let init = measure_init(dataset, splats, sh_degree);
-    measure_run_peak(ctx, dataset, &init, measure_config(cap, sh_degree, steps), steps)
+    let config = measure_config(cap, (sh_degree, sh_precision), steps);
+    measure_run_peak(ctx, dataset, &init, config, steps)
 }
 
 /// Bytes in `ctx`'s ledger at the peak of `steps` training steps of a [`Trainer`] on
@@ -647,18 +656,18 @@ pub fn check_peak(
     model: &MemoryModel,
     dataset: &Arc<Dataset>,
     splats: usize,
-    sh_degree: u32,
+    (sh_degree, sh_precision): (u32, ShPrecision),
     steps: u32,
 ) -> Result<PeakCheck, GpuError> {
     let cap = count_u32(splats)?;
     let init = measure_init(dataset, splats, sh_degree);
     let shape = RunShape {
         intersections_per_splat: measure_intersections_per_splat(ctx, dataset, &init)?,
-        ..RunShape::for_dataset(dataset, splats as u64, sh_degree)
+        ..RunShape::for_dataset(dataset, splats as u64, sh_degree).with_precision(sh_precision)
     };
     let predicted = model.predict(&shape);
-    let measured =
-        measure_run_peak(ctx, dataset, &init, measure_config(cap, sh_degree, steps), steps)?;
+    let config = measure_config(cap, (sh_degree, sh_precision), steps);
+    let measured = measure_run_peak(ctx, dataset, &init, config, steps)?;
     Ok(PeakCheck { shape, predicted, measured })
 }
 

@@ -26,7 +26,7 @@ use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 use tokio::sync::mpsc::{Receiver, Sender, channel};
 
 use splat_formats::{PointCloud, Splats, ply, splat, spz};
-use splat_render::{GpuContext, GpuSplats, LedgerSnapshot, Owner};
+use splat_render::{GpuContext, GpuSplats, LedgerSnapshot, Owner, ShPrecision};
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::dataset::{Dataset, LoadOptions, load_dataset};
@@ -615,7 +615,7 @@ impl Task {
         let (max_splats, seed) =
             self.last_config.as_ref().map_or((u32::MAX, 0), |c| (c.max_splats, c.seed));
         let Ok(points) = self.initial_points(&dataset, max_splats, seed) else { return };
-        match upload_from_points(&self.ctx, &points, 0, Owner::Viewer) {
+        match upload_from_points(&self.ctx, &points, 0, ShPrecision::F32, Owner::Viewer) {
             Ok(splats) => {
                 self.viewer.set(Some(ViewerSplats { run: 0, step: 0, splats: Arc::new(splats) }));
             }
@@ -669,18 +669,19 @@ impl Task {
         self.last_config = Some(config.clone());
         self.ctx.ledger().reset_peak();
         let started =
-            upload_from_points(&self.ctx, &points, config.sh_degree, owner).and_then(|splats| {
-                drop(points);
-                Trainer::start_with(
-                    Arc::clone(&self.kernels),
-                    &self.ctx,
-                    dataset,
-                    splats,
-                    config.clone(),
-                    placement,
-                    owner,
-                )
-            });
+            upload_from_points(&self.ctx, &points, config.sh_degree, config.sh_precision, owner)
+                .and_then(|splats| {
+                    drop(points);
+                    Trainer::start_with(
+                        Arc::clone(&self.kernels),
+                        &self.ctx,
+                        dataset,
+                        splats,
+                        config.clone(),
+                        placement,
+                        owner,
+                    )
+                });
         match started {
             Ok(trainer) => {
                 self.emit(Event::RunStarted {
@@ -717,7 +718,7 @@ impl Task {
         let RunPlan { shape, placement, max_splats } = model.plan_run(
             dataset,
             config.max_splats,
-            config.sh_degree,
+            (config.sh_degree, config.sh_precision),
             self.memory_budget,
             Some(&limits),
         );
@@ -994,7 +995,7 @@ impl Task {
             .plan_run(
                 &dataset,
                 saved.max_splats,
-                saved.sh_degree,
+                (saved.sh_degree, saved.sh_precision),
                 self.memory_budget,
                 Some(&self.ctx.device.limits()),
             )

@@ -18,7 +18,7 @@ use splat_formats::Splats;
 use splat_render::gpu_splats::read_f32_async;
 use splat_render::{
     Camera, Category, FrameCounts, FrameScratch, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner,
-    RenderSettings, Renderer, wgpu,
+    RenderSettings, Renderer, ShPrecision, wgpu,
 };
 
 use crate::dataset::{Dataset, View};
@@ -82,6 +82,8 @@ pub struct TrainConfig {
     /// Largest SH degree; the active degree rises by one every `sh_degree_interval` steps.
     pub sh_degree: u32,
     pub sh_degree_interval: u32,
+    /// How SH bands 1..=3 and their moments are stored on the GPU.
+    pub sh_precision: ShPrecision,
     pub strategy: Strategy,
     /// Cap on the splat count, for every strategy.
     pub max_splats: u32,
@@ -141,7 +143,9 @@ pub struct EvalStats {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HostOptimizerState {
     /// Adam's first and second moments per parameter buffer, in the GPU layout and order
-    /// (means, log-scales, quats, opacities, SH bands 0..=3; see `AdamState::moments`).
+    /// (means, log-scales, quats, opacities, SH bands 0..=3; see `AdamState::moments`): the
+    /// buffers' 32-bit words, which for SH bands stored in 16 bits are pairs of binary16
+    /// values, not f32 ([`ShPrecision`]).
     pub moments: Vec<(Vec<f32>, Vec<f32>)>,
     /// Densification statistics `[N, 3]` (NDC gradient norm sum, visible count, radius).
     pub densify: Vec<f32>,
@@ -452,7 +456,8 @@ impl Trainer {
         if dataset.train.is_empty() {
             return Err(no_views());
         }
-        let splats = GpuSplats::upload(ctx, &snapshot.splats, owner)?;
+        let splats =
+            GpuSplats::upload_as(ctx, &snapshot.splats, snapshot.config.sh_precision, owner)?;
         let order = snapshot.order.iter().map(|&i| i as usize).collect();
         Self::assemble(
             kernels,
@@ -506,6 +511,16 @@ impl Trainer {
         placement: ImagePlacement,
         owner: Owner,
     ) -> Result<Self, GpuError> {
+        if splats.sh_precision != config.sh_precision {
+            return Err(GpuError::Validation {
+                label: "train".into(),
+                message: format!(
+                    "the splats store SH in {}, the run is configured for {}",
+                    splats.sh_precision.name(),
+                    config.sh_precision.name()
+                ),
+            });
+        }
         let mut trainer = Self {
             placement,
             begun: None,

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use dataset_common::{TempDir, copy_dir, dataset_path};
+use splat_render::ShPrecision;
 use splat_trainer::checkpoint::{
     self, Checkpoint, CheckpointError, DatasetIdentity, dataset_identity,
 };
@@ -100,6 +101,7 @@ fn random_config(rng: &mut Rng, mcmc: bool) -> TrainConfig {
         steps: rng.u32(),
         sh_degree: rng.u32(),
         sh_degree_interval: rng.u32(),
+        sh_precision: if rng.u32().is_multiple_of(2) { ShPrecision::F32 } else { ShPrecision::F16 },
         strategy,
         max_splats: rng.u32(),
         eval_every: rng.u32(),

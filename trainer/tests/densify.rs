@@ -14,10 +14,10 @@ use splat_trainer::densify::{
     SPLIT_SCALE_DIVISOR, Strategy, TrainState, relocation,
 };
 use splat_trainer::formats::Splats;
-use splat_trainer::render::gpu_splats::read_f32;
+use splat_trainer::render::gpu_splats::{read_bytes, read_f32, words_per_splat};
 use splat_trainer::render::kernels::DispatchLimits;
 use splat_trainer::render::wgpu::{self, naga};
-use splat_trainer::render::{GpuContext, GpuSplats, Owner};
+use splat_trainer::render::{GpuContext, GpuSplats, Owner, ShPrecision};
 
 const OWNER: Owner = Owner::Run(7);
 const SEED: u64 = 0x5EED;
@@ -1091,6 +1091,82 @@ fn time_one_refinement_of_100k_splats() {
             ctx.wait_idle().unwrap();
             eprintln!("{name}: {:?} for {n} splats → {result:?}", started.elapsed());
             drop(state);
+        }
+    }
+    assert_clean(&ctx);
+}
+
+/// The 32-bit words of a buffer.
+fn words(ctx: &GpuContext, buffer: &wgpu::Buffer) -> Vec<u32> {
+    bytemuck::pod_collect_to_vec(&read_bytes(ctx, buffer, buffer.size()).unwrap())
+}
+
+/// SH bands stored in 16 bits move word for word: every output splat's band rows (parameters
+/// and both moments, two binary16 values a word) are its source's bits, or zero moments where
+/// the model starts them over. The moments hold every kind of bits, patterns that would be f32
+/// subnormals or NaNs included, which a gather through floats could change.
+#[test]
+fn sixteen_bit_bands_are_gathered_word_for_word() {
+    let ctx = context();
+    let densifier = Densifier::new(&ctx);
+    let (n, extent, max_splats) = (600, 1.5, 10_000);
+    let mut rng = Rng(42);
+    let mut splats = scene(n, 3);
+    let mut stats = Vec::new();
+    for i in 0..n {
+        splats.opacity_logits[i] = rng.range(-7.0, 3.0);
+        splats.log_scales[i] =
+            [rng.range(-7.0, -1.0), rng.range(-7.0, -1.5), rng.range(-7.0, -2.0)];
+        let visible = (rng.range(0.0, 5.0)).floor();
+        stats.push([rng.range(0.0, 0.0012) * visible, visible, rng.range(0.0, 40.0)]);
+    }
+    let gpu = GpuSplats::upload_as(&ctx, &splats, ShPrecision::F16, OWNER).unwrap();
+    let state = TrainState::new(&ctx, gpu, OWNER).unwrap();
+    for moments in state.adam.moments() {
+        for buffer in [&moments.m, &moments.v] {
+            let bits: Vec<u32> = (0..buffer.size() / 4).map(|_| rng.next_u64() as u32).collect();
+            ctx.queue.write_buffer(buffer, 0, bytemuck::cast_slice(&bits));
+        }
+    }
+    write_stats(&ctx, &state, &stats);
+    let bands = |state: &TrainState| -> Vec<[Vec<u32>; 3]> {
+        (1..4)
+            .map(|b| {
+                let moments = &state.adam.sh[b];
+                [&state.splats.sh[b], &moments.m, &moments.v].map(|buffer| words(&ctx, buffer))
+            })
+            .collect()
+    };
+    let before = bands(&state);
+    let (state, result) =
+        refine(&densifier, &ctx, &default_strategy(), 3_100, extent, max_splats, SEED, state);
+    assert_eq!(state.splats.sh_precision, ShPrecision::F16);
+    let model = model_default(
+        &DefaultConfig::default(),
+        3_100,
+        extent,
+        max_splats as usize,
+        &splats,
+        &stats,
+    );
+    assert_eq!(result.unwrap().count as usize, model.len());
+    for kind in [|o: &Out| matches!(o, Out::Keep(_)), |o: &Out| matches!(o, Out::Child(_))] {
+        assert!(model.iter().any(kind), "the refinement keeps, clones and splits");
+    }
+    assert!(model.iter().any(|o| matches!(o, Out::Clone(_))));
+    let after = bands(&state);
+    for (band, (old, new)) in before.iter().zip(&after).enumerate() {
+        let row = words_per_splat(5 + band, 3, ShPrecision::F16) as usize;
+        assert_eq!(new[0].len(), model.len() * row, "band {}", band + 1);
+        for (o, out) in model.iter().enumerate() {
+            let (Out::Keep(i) | Out::Clone(i) | Out::Child(i)) = *out;
+            let rows = |words: &[u32], s: usize| words[s * row..(s + 1) * row].to_vec();
+            assert_eq!(rows(&new[0], o), rows(&old[0], i), "band {} output {o}", band + 1);
+            for k in 1..3 {
+                let want =
+                    if matches!(out, Out::Keep(_)) { rows(&old[k], i) } else { vec![0; row] };
+                assert_eq!(rows(&new[k], o), want, "band {} moment {k} output {o}", band + 1);
+            }
         }
     }
     assert_clean(&ctx);

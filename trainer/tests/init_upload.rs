@@ -7,7 +7,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use splat_formats::PointCloud;
-use splat_render::{GpuContext, Owner};
+use splat_render::{GpuContext, Owner, ShPrecision};
 use splat_trainer::init::{UPLOAD_CHUNK, splats_from_points, upload_from_points};
 
 struct CountingAllocator;
@@ -52,11 +52,13 @@ fn cloud(n: usize) -> PointCloud {
 fn chunked_upload_is_exact_and_bounded() {
     let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
 
-    // Exact: across chunk boundaries, the GPU holds what converting at once gives.
+    // Exact: across chunk boundaries, the GPU holds what converting at once gives (the SH
+    // rest of initial splats is zero, exact in 16 bits too).
     let small = cloud(UPLOAD_CHUNK * 2 + 123);
-    let gpu = upload_from_points(&ctx, &small, 2, Owner::Run(1)).unwrap();
-    assert_eq!(gpu.download(&ctx).unwrap(), splats_from_points(&small, 2));
-    drop(gpu);
+    for precision in [ShPrecision::F32, ShPrecision::F16] {
+        let gpu = upload_from_points(&ctx, &small, 2, precision, Owner::Run(1)).unwrap();
+        assert_eq!(gpu.download(&ctx).unwrap(), splats_from_points(&small, 2), "{precision:?}");
+    }
 
     // Bounded: 600k points of SH 3 would be ~250 MB of splats and SH bands on the host if
     // converted whole; chunked, the host holds the cloud (24 B/point), the neighbour search
@@ -66,7 +68,7 @@ fn chunked_upload_is_exact_and_bounded() {
     ctx.wait_idle().unwrap();
     let before = LIVE.load(Ordering::Relaxed);
     PEAK.store(before, Ordering::Relaxed);
-    let gpu = upload_from_points(&ctx, &big, 3, Owner::Run(2)).unwrap();
+    let gpu = upload_from_points(&ctx, &big, 3, ShPrecision::F16, Owner::Run(2)).unwrap();
     let peak = PEAK.load(Ordering::Relaxed) - before;
     let whole = n * (236 + 180);
     let bound = n * 40 + 2 * UPLOAD_CHUNK * (236 + 180) + (8 << 20);

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use splat_render::{Category, GpuContext, Owner};
+use splat_render::{Category, GpuContext, Owner, ShPrecision};
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
@@ -35,6 +35,7 @@ fn two_thousand_steps_stay_flat() {
         steps: 2000,
         sh_degree: 1,
         sh_degree_interval: 100,
+        sh_precision: ShPrecision::F32,
         strategy: Strategy::Default(DefaultConfig { start: u32::MAX, ..DefaultConfig::default() }),
         max_splats: 1000,
         eval_every,

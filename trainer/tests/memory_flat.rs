@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use splat_render::{GpuContext, Owner};
+use splat_render::{GpuContext, Owner, ShPrecision};
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::init::splats_from_points;
@@ -42,6 +42,7 @@ fn training_steps_do_not_grow_memory() {
             steps: 400,
             sh_degree: 2,
             sh_degree_interval: 50,
+            sh_precision: ShPrecision::F32,
             strategy,
             max_splats: 10_000,
             eval_every: 0,

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use splat_render::{Allocation, GpuContext, LedgerSnapshot, Owner, wgpu};
+use splat_render::{Allocation, GpuContext, LedgerSnapshot, Owner, ShPrecision, wgpu};
 use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
 use splat_trainer::init::splats_from_points;
 use splat_trainer::memory::{
@@ -39,7 +39,7 @@ fn desk_statue(max_resolution: u32) -> Arc<Dataset> {
 
 fn print_header() {
     println!(
-        "{:>9} {:>3} {:>8} {:>6} {:>14} {:>14} {:>8}",
+        "{:>9} {:>7} {:>8} {:>6} {:>14} {:>14} {:>8}",
         "splats", "SH", "image", "ips", "predicted B", "measured B", "error"
     );
 }
@@ -47,9 +47,9 @@ fn print_header() {
 fn print_row(check: &PeakCheck) {
     let shape = &check.shape;
     println!(
-        "{:>9} {:>3} {:>8} {:>6.2} {:>14} {:>14} {:>+7.2}%",
+        "{:>9} {:>7} {:>8} {:>6.2} {:>14} {:>14} {:>+7.2}%",
         shape.splats,
-        shape.sh_degree,
+        format!("{} {}", shape.sh_degree, shape.sh_precision.name()),
         format!("{}x{}", shape.width, shape.height),
         shape.intersections_per_splat,
         check.predicted.peak_bytes,
@@ -71,8 +71,8 @@ fn prediction_is_a_tight_upper_bound_of_measured_peaks() {
     for max_resolution in [64, 128] {
         let data = desk_statue(max_resolution);
         for splats in [5_000, 20_000] {
-            for sh_degree in [0, 3] {
-                let check = check_peak(&ctx, &model, &data, splats, sh_degree, STEPS).unwrap();
+            for storage in [(0, ShPrecision::F32), (3, ShPrecision::F32), (3, ShPrecision::F16)] {
+                let check = check_peak(&ctx, &model, &data, splats, storage, STEPS).unwrap();
                 print_row(&check);
                 if !within_bounds(&check) {
                     failures.push(check);
@@ -95,7 +95,7 @@ fn a_run_growing_to_its_cap_stays_under_the_prediction() {
     let init = splats_from_points(&data.random_points(start, MEASURE_SEED), sh_degree);
     // MCMC at step 2 grows the 19,048 splats by 5 %, to the cap (and relocates none: none
     // start dead). Had it not grown, the peak would be half the prediction.
-    let config = measure_config(cap, sh_degree, STEPS);
+    let config = measure_config(cap, (sh_degree, ShPrecision::F32), STEPS);
     let measured = measure_run_peak(&ctx, &data, &init, config, STEPS).unwrap();
     let shape = RunShape {
         intersections_per_splat: measure_intersections_per_splat(&ctx, &data, &init).unwrap(),
@@ -154,27 +154,40 @@ fn a_budget_smaller_than_one_splat_gives_zero() {
 fn per_splat_terms_follow_the_buffer_layouts() {
     use splat_render::Category as C;
     let model = MemoryModel { margin: 1.0, ..MemoryModel::MEASURED };
-    // Floats a splat of all parameters, and of the largest parameter buffer (the highest
-    // SH band; the quats at degree 0).
-    for (d, per_param_set, group) in
-        [(0_u32, 4 * 14, 4 * 4), (1, 4 * 23, 4 * 9), (2, 4 * 38, 4 * 15), (3, 4 * 59, 4 * 21)]
-    {
-        let shape = RunShape { intersections_per_splat: 0.0, ..RunShape::new(0, d, 64, 64) };
-        let at = |n: u64| model.predict(&shape.with_splats(n));
-        let (a, b) = (at(1_000_000), at(2_000_000));
-        let per_splat = |c| (b.category_bytes(c) - a.category_bytes(c)) / 1_000_000;
-        // The peak is a step's: parameters, gradients, both moments, 12 bytes of statistics
-        // and the rasterizer's per-splat scratch (68 B of buffers plus ~8.1 B of sort and
-        // scan, for 1.5 × the splats) ...
-        assert_eq!(per_splat(C::SplatParameters), per_param_set);
-        assert_eq!(per_splat(C::Gradients), per_param_set);
-        assert_eq!(per_splat(C::OptimizerState), 2 * per_param_set);
-        assert_eq!(per_splat(C::DensificationStats), 12);
-        let scratch = per_splat(C::RasterizerScratch);
-        assert!((114..=115).contains(&scratch), "{scratch}");
-        // ... not a refinement's (the scratch let go, no gradients or statistics, the old
-        // parameters and moments and one new group of them, and the plan: 32 bytes).
-        assert!(3 * (per_param_set + group) + 32 < 4 * per_param_set + 12 + scratch);
+    // Bytes a splat of all parameters in f32 (and of the gradients, always f32) and in 16-bit
+    // SH (the 14 values of the mean, scale, quat, opacity and DC, then 5, 8 and 11 words for
+    // the 9, 15 and 21 values of bands 1..=3, rows padded to whole words), and of the largest
+    // parameter buffer in each (the highest SH band; the quats at degree 0).
+    for (d, f32_set, f32_group, f16_set, f16_group) in [
+        (0_u32, 4 * 14, 4 * 4, 4 * 14, 4 * 4),
+        (1, 4 * 23, 4 * 9, 4 * 19, 4 * 5),
+        (2, 4 * 38, 4 * 15, 4 * 27, 4 * 8),
+        (3, 4 * 59, 4 * 21, 4 * 38, 4 * 11),
+    ] {
+        for (precision, per_param_set, group) in
+            [(ShPrecision::F32, f32_set, f32_group), (ShPrecision::F16, f16_set, f16_group)]
+        {
+            let shape = RunShape {
+                intersections_per_splat: 0.0,
+                ..RunShape::new(0, d, 64, 64).with_precision(precision)
+            };
+            let at = |n: u64| model.predict(&shape.with_splats(n));
+            let (a, b) = (at(1_000_000), at(2_000_000));
+            let per_splat = |c| (b.category_bytes(c) - a.category_bytes(c)) / 1_000_000;
+            // The peak is a step's: parameters, gradients, both moments, 12 bytes of
+            // statistics and the rasterizer's per-splat scratch (68 B of buffers plus ~8.1 B
+            // of sort and scan, for 1.5 × the splats) ...
+            assert_eq!(per_splat(C::SplatParameters), per_param_set);
+            assert_eq!(per_splat(C::Gradients), f32_set);
+            assert_eq!(per_splat(C::OptimizerState), 2 * per_param_set);
+            assert_eq!(per_splat(C::DensificationStats), 12);
+            let scratch = per_splat(C::RasterizerScratch);
+            assert!((114..=115).contains(&scratch), "{scratch}");
+            // ... not a refinement's (the scratch let go, no gradients or statistics, the old
+            // parameters and moments and one new group of them, and the plan: 32 bytes).
+            let step = 3 * per_param_set + f32_set + 12 + scratch;
+            assert!(3 * (per_param_set + group) + 32 < step, "{d} {precision:?}");
+        }
     }
 }
 
@@ -219,8 +232,11 @@ fn large_runs_match_the_prediction() {
     let data = desk_statue(256);
     print_header();
     let mut failures = Vec::new();
-    for splats in [100_000, 1_000_000] {
-        let check = check_peak(&ctx, &model, &data, splats, 3, STEPS).unwrap();
+    for (splats, precision) in [100_000, 1_000_000]
+        .into_iter()
+        .flat_map(|n| [(n, ShPrecision::F32), (n, ShPrecision::F16)])
+    {
+        let check = check_peak(&ctx, &model, &data, splats, (3, precision), STEPS).unwrap();
         print_row(&check);
         let default_ips = model.predict(&RunShape {
             intersections_per_splat: splat_trainer::memory::DEFAULT_INTERSECTIONS_PER_SPLAT,
@@ -249,7 +265,8 @@ fn images_stay_resident_unless_they_cost_splats() {
     let data = desk_statue(256);
     let model = MemoryModel::default();
     let requested = 50_000;
-    let roomy = model.plan_run(&data, requested, 3, u64::MAX / 4, None);
+    let sh = (3, ShPrecision::F32);
+    let roomy = model.plan_run(&data, requested, sh, u64::MAX / 4, None);
     assert_eq!(roomy.placement, ImagePlacement::Resident);
     assert_eq!(roomy.max_splats, requested);
     let images = |plan: &splat_trainer::memory::RunPlan| {
@@ -259,7 +276,7 @@ fn images_stay_resident_unless_they_cost_splats() {
 
     // A budget that fits the requested splats only if the images are streamed.
     let streamed_peak = model.predict(&roomy.shape.streamed()).peak_bytes;
-    let tight = model.plan_run(&data, requested, 3, streamed_peak, None);
+    let tight = model.plan_run(&data, requested, sh, streamed_peak, None);
     assert_eq!(tight.placement, ImagePlacement::Streamed);
     let resident_cap = model.max_splats_for_budget(streamed_peak, &roomy.shape);
     assert!(u64::from(tight.max_splats) > resident_cap, "streaming bought splats");
@@ -274,16 +291,26 @@ fn images_stay_resident_unless_they_cost_splats() {
 /// band): less than the step before it, so the ledger's peak over the step is the step's.
 #[test]
 fn a_refinement_holds_less_than_the_step_before_it() {
-    use splat_render::Category as C;
     let ctx = context();
     let data = desk_statue(64);
+    for precision in [ShPrecision::F32, ShPrecision::F16] {
+        refinement_holds_less_than_the_step_before_it(&ctx, &data, precision);
+    }
+    assert!(ctx.take_uncaptured_errors().is_empty());
+}
+
+fn refinement_holds_less_than_the_step_before_it(
+    ctx: &GpuContext,
+    data: &Arc<Dataset>,
+    precision: ShPrecision,
+) {
+    use splat_render::Category as C;
     let (splats, sh_degree) = (20_000_u32, 3);
-    let init = measure_init(&data, splats as usize, sh_degree);
+    let init = measure_init(data, splats as usize, sh_degree);
     let owner = Owner::Run(7);
     let ledger = ctx.ledger();
-    let mut trainer =
-        Trainer::new(&ctx, Arc::clone(&data), &init, measure_config(splats, sh_degree, 3), owner)
-            .unwrap();
+    let config = measure_config(splats, (sh_degree, precision), 3);
+    let mut trainer = Trainer::new(ctx, Arc::clone(data), &init, config, owner).unwrap();
     trainer.step().unwrap();
     ctx.wait_idle().unwrap();
     let steady = ledger.snapshot();
@@ -298,14 +325,19 @@ fn a_refinement_holds_less_than_the_step_before_it() {
     let stats_of_step = trainer.step().unwrap();
     assert!(stats_of_step.refine.is_some(), "step 2 refines");
     let peak = ledger.snapshot().peak_bytes;
-    let band3 = u64::from(splats) * 21 * 4;
+    let band3_words = if precision == ShPrecision::F16 { 11 } else { 21 };
+    let band3 = u64::from(splats) * band3_words * 4;
     let plan = u64::from(splats) * 32 + 9 * 256;
     let refinement = steady.total_bytes - scratch - grads - stats + plan + 3 * band3;
     assert!(refinement < steady.total_bytes, "{refinement} B ≥ {} B", steady.total_bytes);
     // The peak is the step's, but for the few KiB of small buffers a released scratch makes
     // before its grown ones go. Kept beside the refinement, the scratch would add 0.7 MB
     // here; a second state 19 MB.
-    assert!(peak - steady.total_bytes < 16 << 10, "peak {peak} B, steady {}", steady.total_bytes);
+    assert!(
+        peak - steady.total_bytes < 16 << 10,
+        "{precision:?}: peak {peak} B, steady {}",
+        steady.total_bytes
+    );
     let after = ledger.snapshot();
     for c in state {
         assert_eq!(run_bytes(&after, c), run_bytes(&steady, c), "the refined {c:?} is as large");
@@ -313,5 +345,4 @@ fn a_refinement_holds_less_than_the_step_before_it() {
     drop(trainer);
     ctx.wait_idle().unwrap();
     assert_eq!(ledger.snapshot().owner_bytes(owner), 0);
-    assert!(ctx.take_uncaptured_errors().is_empty());
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use splat_render::{Category, GpuContext, Owner};
+use splat_render::{Category, GpuContext, Owner, ShPrecision};
 use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
@@ -20,11 +20,12 @@ fn dataset() -> Arc<Dataset> {
     )
 }
 
-fn config() -> TrainConfig {
+fn config(sh_precision: ShPrecision) -> TrainConfig {
     TrainConfig {
         steps: 80,
         sh_degree: 1,
         sh_degree_interval: 20,
+        sh_precision,
         // No refinement (tests/reproducible.rs trains through refinements): the
         // densification statistics still accumulate every step and must survive the pause
         // bit for bit.
@@ -55,9 +56,20 @@ fn losses(trainer: &mut Trainer, steps: u32) -> Vec<f64> {
 
 #[test]
 fn pause_resume_and_snapshots_continue_exactly() {
+    pause_resume_and_snapshots_continue_exactly_with(ShPrecision::F32);
+}
+
+/// The same with SH band 1 and its moments in 16 bits (stochastic rounding in Adam).
+#[test]
+fn sixteen_bit_sh_pauses_resumes_and_restores_exactly() {
+    pause_resume_and_snapshots_continue_exactly_with(ShPrecision::F16);
+}
+
+fn pause_resume_and_snapshots_continue_exactly_with(precision: ShPrecision) {
     let data = dataset();
     let init = splats_from_points(data.init_points.as_ref().unwrap(), 1);
     let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
+    let config = || config(precision);
 
     // The uninterrupted run. Training is bit-reproducible (no float atomics), so an
     // interrupted run must match it exactly.

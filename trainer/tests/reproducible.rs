@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use splat_render::{GpuContext, Owner};
+use splat_render::{GpuContext, Owner, ShPrecision};
 use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::init::splats_from_points;
@@ -29,6 +29,7 @@ fn config(strategy: Strategy) -> TrainConfig {
         steps: STEPS,
         sh_degree: 2,
         sh_degree_interval: 500,
+        sh_precision: ShPrecision::F32,
         strategy,
         max_splats: 3_000,
         eval_every: 0,

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use dataset_common::TempDir;
 use splat_render::{
-    FrameScratch, GpuContext, GpuSplats, Owner, RenderSettings, Renderer, TILE_SIZE,
+    FrameScratch, GpuContext, GpuSplats, Owner, RenderSettings, Renderer, ShPrecision, TILE_SIZE,
 };
 use splat_trainer::dataset::{Dataset, DatasetFormat, LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
@@ -175,6 +175,7 @@ fn short_training_run_learns_the_scene() {
         steps,
         sh_degree: 0,
         sh_degree_interval: 1000,
+        sh_precision: ShPrecision::F32,
         // No refinement this early with the paper's schedule (it starts at step 500).
         strategy: Strategy::Default(DefaultConfig::default()),
         max_splats: 20_000,

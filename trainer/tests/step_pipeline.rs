@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use splat_render::{Category, GpuContext, Owner};
+use splat_render::{Category, GpuContext, Owner, ShPrecision};
 use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
@@ -28,6 +28,7 @@ fn config() -> TrainConfig {
         steps: 1000,
         sh_degree: 1,
         sh_degree_interval: 10,
+        sh_precision: ShPrecision::F32,
         strategy: Strategy::Default(DefaultConfig { start: u32::MAX, ..DefaultConfig::default() }),
         max_splats: 20_000,
         eval_every: 0,

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use splat_render::{GpuContext, LedgerSnapshot, Owner};
+use splat_render::{GpuContext, LedgerSnapshot, Owner, ShPrecision};
 use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::loss::LossWeights;
@@ -23,6 +23,7 @@ fn config(steps: u32) -> TrainConfig {
         steps,
         sh_degree: 1,
         sh_degree_interval: 10,
+        sh_precision: ShPrecision::F32,
         strategy: Strategy::Default(DefaultConfig {
             start: 10,
             refine_every: 10,

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use splat_render::{GpuContext, Owner};
+use splat_render::{GpuContext, Owner, ShPrecision};
 use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::loss::LossWeights;
@@ -51,6 +51,7 @@ fn unread_progress_keeps_the_ledger_flat() {
         steps,
         sh_degree: 1,
         sh_degree_interval: 10,
+        sh_precision: ShPrecision::F32,
         strategy: Strategy::Default(DefaultConfig { start: u32::MAX, ..DefaultConfig::default() }),
         max_splats: 5000,
         eval_every: 0,

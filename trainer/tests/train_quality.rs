@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use splat_render::{GpuContext, Owner};
+use splat_render::{GpuContext, Owner, ShPrecision};
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
@@ -17,6 +17,7 @@ fn config(strategy: Strategy, steps: u32) -> TrainConfig {
         steps,
         sh_degree: 1,
         sh_degree_interval: 100,
+        sh_precision: ShPrecision::F32,
         strategy,
         max_splats: 20_000,
         eval_every: 0,

@@ -13,7 +13,7 @@ use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::loss::LossWeights;
 use splat_trainer::memory::{MemoryModel, RunShape, default_budget};
 use splat_trainer::render::view_controller::{ViewController, scene_focus, scene_up};
-use splat_trainer::render::{Camera, GpuContext, LedgerSnapshot};
+use splat_trainer::render::{Camera, GpuContext, LedgerSnapshot, ShPrecision};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
 use splat_trainer::train::{ImagePlacement, LearningRates, StepMetrics, StepStats, TrainConfig};
 
@@ -58,6 +58,8 @@ pub struct Settings {
     pub strategy: StrategyChoice,
     pub max_splats: u32,
     pub sh_degree: u32,
+    /// How SH bands 1..=3 and their moments are stored on the GPU.
+    pub sh_precision: ShPrecision,
     /// Longest image side when loading a dataset (changing it reloads the dataset).
     pub max_resolution: u32,
     /// Use RGBA images' alpha as their mask (applied when the dataset is (re)loaded).
@@ -90,6 +92,7 @@ impl Settings {
             steps: self.steps.max(1),
             sh_degree: self.sh_degree.min(3),
             sh_degree_interval: 1000,
+            sh_precision: self.sh_precision,
             strategy,
             max_splats: self.max_splats.max(1),
             eval_every: self.eval_every,
@@ -279,6 +282,7 @@ impl SplatApp {
             strategy: StrategyChoice::Default,
             max_splats: 1_000_000,
             sh_degree: 3,
+            sh_precision: ShPrecision::default(),
             max_resolution: 1600,
             alpha_as_mask: false,
             eval_every: 500,
@@ -722,9 +726,8 @@ impl SplatApp {
         let model = MemoryModel::default();
         let budget = self.settings.budget_bytes();
         // The task also caps by the device's binding limits; the budget is what the user sets.
-        let shape = model
-            .plan_run(dataset, self.settings.max_splats, self.settings.sh_degree, budget, None)
-            .shape;
+        let sh = (self.settings.sh_degree, self.settings.sh_precision);
+        let shape = model.plan_run(dataset, self.settings.max_splats, sh, budget, None).shape;
         let peak = model.predict(&shape).peak_bytes;
         let fits = model.max_splats_for_budget(budget, &shape);
         Some((peak, fits))
@@ -736,7 +739,8 @@ impl SplatApp {
         let run = self.run.as_ref()?;
         let splats = run.last?.splats;
         let dataset = &self.dataset.as_ref()?.dataset;
-        let shape = RunShape::for_dataset(dataset, u64::from(splats), self.settings.sh_degree);
+        let shape = RunShape::for_dataset(dataset, u64::from(splats), self.settings.sh_degree)
+            .with_precision(self.settings.sh_precision);
         let shape = if self.images == ImagePlacement::Streamed { shape.streamed() } else { shape };
         Some((run.id, splats, MemoryModel::default().predict(&shape).peak_bytes))
     }

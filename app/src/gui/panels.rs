@@ -2,13 +2,45 @@
 
 use egui::{Color32, Key, KeyboardShortcut, Modifiers, RichText, Sense, Vec2};
 use egui_plot::{Legend, Line, Plot, PlotPoints};
-use splat_trainer::render::{Category, Owner};
+use splat_trainer::render::{Category, Owner, ShPrecision};
 use splat_trainer::task::TaskState;
 
 use super::app::{Level, RunInfo, SplatApp, StrategyChoice, ViewMode};
 use super::files::{OpenKind, SaveKind};
 use super::viewer;
 use crate::human_bytes;
+
+/// A grid row: `label` (with its tooltip), and a combo box setting `value` to one of
+/// `choices` (value, text).
+fn choice_row<T: PartialEq + Copy>(
+    ui: &mut egui::Ui,
+    (label, hint): (&str, Option<&str>),
+    enabled: bool,
+    value: &mut T,
+    choices: &[(T, &str)],
+) {
+    let label_response = ui.label(label);
+    ui.add_enabled_ui(enabled, |ui| {
+        let selected = choices.iter().find(|(choice, _)| choice == value).map_or("", |c| c.1);
+        let response = egui::ComboBox::from_id_salt(label)
+            .selected_text(selected)
+            .show_ui(ui, |ui| {
+                for &(choice, text) in choices {
+                    ui.selectable_value(value, choice, text);
+                }
+            })
+            .response
+            .labelled_by(label_response.id);
+        if let Some(hint) = hint {
+            response.on_hover_text(hint);
+        }
+    });
+    ui.end_row();
+}
+
+/// What the SH precision setting does, for its tooltip.
+const SH_PRECISION_HINT: &str = "How the view-dependent colour (SH bands 1-3) and its optimizer \
+    state are stored on the GPU: f16 takes 252 fewer bytes a splat at degree 3";
 
 /// Height of the plots (and so of the bottom panel), in points.
 const PLOT_HEIGHT: f32 = 190.0;
@@ -240,25 +272,8 @@ impl SplatApp {
             ui.add(egui::DragValue::new(&mut settings.steps).range(1..=1_000_000).speed(100))
                 .labelled_by(label.id);
             ui.end_row();
-            let label = ui.label("Strategy");
-            ui.add_enabled_ui(editable, |ui| {
-                egui::ComboBox::from_id_salt("strategy")
-                    .selected_text(match settings.strategy {
-                        StrategyChoice::Default => "3DGS",
-                        StrategyChoice::Mcmc => "MCMC",
-                    })
-                    .show_ui(ui, |ui| {
-                        ui.selectable_value(
-                            &mut settings.strategy,
-                            StrategyChoice::Default,
-                            "3DGS",
-                        );
-                        ui.selectable_value(&mut settings.strategy, StrategyChoice::Mcmc, "MCMC");
-                    })
-                    .response
-                    .labelled_by(label.id);
-            });
-            ui.end_row();
+            let strategies = [(StrategyChoice::Default, "3DGS"), (StrategyChoice::Mcmc, "MCMC")];
+            choice_row(ui, ("Strategy", None), editable, &mut settings.strategy, &strategies);
             let label = ui.label("Max splats");
             ui.add_enabled(
                 editable,
@@ -270,6 +285,9 @@ impl SplatApp {
             ui.add_enabled(editable, egui::Slider::new(&mut settings.sh_degree, 0..=3))
                 .labelled_by(label.id);
             ui.end_row();
+            let precisions = [ShPrecision::F32, ShPrecision::F16].map(|p| (p, p.name()));
+            let label = ("SH precision", Some(SH_PRECISION_HINT));
+            choice_row(ui, label, editable, &mut settings.sh_precision, &precisions);
             let label = ui.label("Resolution");
             ui.add(
                 egui::DragValue::new(&mut settings.max_resolution)

@@ -9,7 +9,7 @@ const ALPHA_MAX: f32 = 0.99;
 const ALPHA_MIN: f32 = 0.003921569; // 1/255
 const T_MIN: f32 = 0.0001;
 
-// Keep in sync with `RenderUniform` in render/src/kernels/mod.rs (144 bytes).
+// Keep in sync with `RenderUniform` in render/src/kernels/mod.rs (160 bytes).
 struct RenderUniform {
     camera_from_world: mat4x4<f32>,
     camera_position: vec4<f32>,
@@ -22,6 +22,11 @@ struct RenderUniform {
     sh_degree: u32,
     antialiased: u32,
     sh_degree_stored: u32,
+    // 1 when SH bands 1..=3 are stored as binary16 pairs (splat_params.wgsl).
+    sh_half: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 // One projected splat. Keep in sync with `PROJECTED_BYTES` in kernels/mod.rs (48 bytes).

@@ -1,8 +1,8 @@
 //! WGSL compute kernels, each beside its Rust wrapper, and the pieces they share.
 //!
 //! WGSL has no `#include`: each kernel's source is the concatenation of `common.wgsl` (the
-//! constants, structs and math of render/MATH.md), where needed `splat_params.wgsl` (the
-//! parameter bindings and the projection), and the kernel itself. [`shader_sources`] lists
+//! constants, structs and math of render/MATH.md), where needed `binary16.wgsl` and
+//! `splat_params.wgsl` (the parameter bindings and the projection), and the kernel itself. [`shader_sources`] lists
 //! every composition, so one test validates them all with naga.
 
 pub mod present;
@@ -15,6 +15,9 @@ use bytemuck::{Pod, Zeroable};
 
 const COMMON: &str = include_str!("common.wgsl");
 const SPLAT_PARAMS: &str = include_str!("splat_params.wgsl");
+/// Conversions of binary16 values packed two to a word (SH bands stored in 16 bits), for
+/// kernels here and in the trainer.
+pub const BINARY16: &str = include_str!("binary16.wgsl");
 
 /// How the backward rasterizer sums a list entry's gradient over the pixels of its tile (in a
 /// fixed order either way: no float atomics, the same bits every run on one adapter).
@@ -62,8 +65,12 @@ impl Kernel {
     #[must_use]
     pub fn source(self) -> String {
         let parts: &[&str] = match self {
-            Self::ProjectForward => &[COMMON, SPLAT_PARAMS, include_str!("project_forward.wgsl")],
-            Self::ProjectBackward => &[COMMON, SPLAT_PARAMS, include_str!("project_backward.wgsl")],
+            Self::ProjectForward => {
+                &[COMMON, BINARY16, SPLAT_PARAMS, include_str!("project_forward.wgsl")]
+            }
+            Self::ProjectBackward => {
+                &[COMMON, BINARY16, SPLAT_PARAMS, include_str!("project_backward.wgsl")]
+            }
             Self::Intersect => &[COMMON, include_str!("intersect.wgsl")],
             Self::RasterizeForward => &[COMMON, include_str!("rasterize_forward.wgsl")],
             // Naga (wgpu 30) takes subgroup operations without `enable subgroups;` (it refuses
@@ -112,8 +119,11 @@ pub struct RenderUniform {
     pub antialiased: u32,
     /// SH degree the parameter buffers hold.
     pub sh_degree_stored: u32,
+    /// 1 when SH bands 1..=3 are stored as binary16 pairs (`ShPrecision::F16`).
+    pub sh_half: u32,
+    pub(crate) _pad: [u32; 3],
 }
-const _: () = assert!(size_of::<RenderUniform>() == 144);
+const _: () = assert!(size_of::<RenderUniform>() == 160);
 
 /// Uniform of the intersection kernels. Keep in sync with intersect.wgsl.
 #[repr(C)]

@@ -1,16 +1,19 @@
-// The splat parameter buffers (flat f32 arrays, no vec3 padding) and how to read them.
-// Included by the projection kernels after common.wgsl. Bindings 0..=8 of group 0.
+// The splat parameter buffers (flat arrays, no vec3 padding) and how to read them.
+// Included by the projection kernels after common.wgsl and binary16.wgsl. Bindings 0..=8 of
+// group 0.
 
 @group(0) @binding(0) var<storage, read> u: RenderUniform;
 @group(0) @binding(1) var<storage, read> means: array<f32>;        // [N, 3]
 @group(0) @binding(2) var<storage, read> log_scales: array<f32>;   // [N, 3]
 @group(0) @binding(3) var<storage, read> quats: array<f32>;        // [N, 4] w, x, y, z raw
 @group(0) @binding(4) var<storage, read> opacities: array<f32>;    // [N] logits
-// SH split by band so that no binding exceeds 128 MiB at 1M splats:
+// SH split by band so that no binding exceeds 128 MiB at 1M splats. Bands 1..=3 hold f32
+// bits, or with u.sh_half two binary16 values a word, each splat's row padded to whole words
+// (gpu_splats.rs, `ShPrecision`):
 @group(0) @binding(5) var<storage, read> sh0: array<f32>;          // [N, 1, 3]
-@group(0) @binding(6) var<storage, read> sh1: array<f32>;          // [N, 3, 3]
-@group(0) @binding(7) var<storage, read> sh2: array<f32>;          // [N, 5, 3]
-@group(0) @binding(8) var<storage, read> sh3: array<f32>;          // [N, 7, 3]
+@group(0) @binding(6) var<storage, read> sh1: array<u32>;          // [N, 3, 3]
+@group(0) @binding(7) var<storage, read> sh2: array<u32>;          // [N, 5, 3]
+@group(0) @binding(8) var<storage, read> sh3: array<u32>;          // [N, 7, 3]
 
 fn load3(i: u32, which: u32) -> vec3<f32> {
     switch which {
@@ -23,22 +26,39 @@ fn load_quat(i: u32) -> vec4<f32> {
     return vec4<f32>(quats[4u * i], quats[4u * i + 1u], quats[4u * i + 2u], quats[4u * i + 3u]);
 }
 
+fn band_word(band: u32, w: u32) -> u32 {
+    switch band {
+        case 1u: { return sh1[w]; }
+        case 2u: { return sh2[w]; }
+        default: { return sh3[w]; }
+    }
+}
+
+// Value j (coefficient-major, three channels a coefficient) of splat i's row of SH band
+// `band` (1..=3).
+fn band_value(band: u32, i: u32, j: u32) -> f32 {
+    let values = 6u * band + 3u;
+    if u.sh_half == 0u {
+        return bitcast<f32>(band_word(band, values * i + j));
+    }
+    let pair = unpack_halves(band_word(band, (values + 1u) / 2u * i + j / 2u));
+    return select(pair.x, pair.y, (j & 1u) == 1u);
+}
+
 // SH coefficient k (all three channels) of splat i.
 fn load_sh(i: u32, k: u32) -> vec3<f32> {
     if k == 0u {
         let b = 3u * i;
         return vec3<f32>(sh0[b], sh0[b + 1u], sh0[b + 2u]);
     }
+    var band = 3u;
     if k < 4u {
-        let b = 3u * (3u * i + k - 1u);
-        return vec3<f32>(sh1[b], sh1[b + 1u], sh1[b + 2u]);
+        band = 1u;
+    } else if k < 9u {
+        band = 2u;
     }
-    if k < 9u {
-        let b = 3u * (5u * i + k - 4u);
-        return vec3<f32>(sh2[b], sh2[b + 1u], sh2[b + 2u]);
-    }
-    let b = 3u * (7u * i + k - 9u);
-    return vec3<f32>(sh3[b], sh3[b + 1u], sh3[b + 2u]);
+    let j = 3u * (k - band * band);
+    return vec3<f32>(band_value(band, i, j), band_value(band, i, j + 1u), band_value(band, i, j + 2u));
 }
 
 // Workgroup number of a 1D problem dispatched in 2D (x ≤ 65,535 groups, then rows of y).

@@ -31,9 +31,9 @@ pub(crate) enum Role {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub(crate) struct GatherUniform {
-    /// Output floats of the buffer: `out_count · floats_per_splat`.
+    /// Output 32-bit words of the buffer: `out_count · words_per_splat`.
     pub elements: u32,
-    pub floats_per_splat: u32,
+    pub words_per_splat: u32,
     /// A [`Role`].
     pub role: u32,
     /// Output splats.

@@ -28,7 +28,9 @@ mod plan;
 
 use std::time::Instant;
 
-use splat_render::gpu_splats::{BAND_COEFFS, read_f32_async};
+use splat_render::gpu_splats::{
+    PARAM_BUFFERS, ShPrecision, param_buffer_bytes, param_label, read_f32_async, words_per_splat,
+};
 use splat_render::kernels::DispatchLimits;
 use splat_render::wgpu;
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, SplatGradients};
@@ -225,62 +227,26 @@ const PARAM_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_DST)
     .union(wgpu::BufferUsages::COPY_SRC);
 
-/// Parameter buffers of a scene: means, log-scales, quats, opacities, SH bands 0..=3 (the
-/// order of [`AdamState::moments`]).
-const PARAM_BUFFERS: usize = 8;
-/// Floats per splat of each parameter buffer, SH bands counted as if present.
-const FLOATS_PER_SPLAT: [u32; PARAM_BUFFERS] =
-    [3, 3, 4, 1, BAND_COEFFS[0] * 3, BAND_COEFFS[1] * 3, BAND_COEFFS[2] * 3, BAND_COEFFS[3] * 3];
-const PARAM_LABELS: [&str; PARAM_BUFFERS] = [
-    "means",
-    "log_scales",
-    "quats",
-    "opacities",
-    "sh band 0",
-    "sh band 1",
-    "sh band 2",
-    "sh band 3",
-];
-/// Size of a placeholder for an empty parameter buffer (as `GpuSplats::upload` makes).
-const EMPTY_BUFFER_BYTES: u64 = 16;
-/// Index of the first SH band in the parameter buffers.
-const FIRST_SH_BUFFER: usize = 4;
 /// The split kernel's uniform slot, after the gathers'.
 const SPLIT_SLOT: u64 = PARAM_BUFFERS as u64;
 
-/// Floats per splat of buffer `b` for a scene of SH degree `sh_degree`; 0 for a band above
-/// it (a placeholder).
-fn floats_per_splat(b: usize, sh_degree: u32) -> u32 {
-    if b >= FIRST_SH_BUFFER && (b - FIRST_SH_BUFFER) as u32 > sh_degree {
-        0
-    } else {
-        FLOATS_PER_SPLAT[b]
-    }
-}
-
-/// Parameter buffer `b` for `count` splats, zero, sized as [`GpuSplats::upload`] sizes it
+/// Parameter buffer `b` for `count` splats, zero, sized as [`GpuSplats::upload_as`] sizes it
 /// (a 16-byte placeholder when empty: a binding may not be empty).
 fn allocate_param(
     ctx: &GpuContext,
     b: usize,
     count: u32,
     sh_degree: u32,
+    precision: ShPrecision,
     owner: Owner,
 ) -> Result<GpuBuffer, GpuError> {
-    let floats = u64::from(count) * u64::from(floats_per_splat(b, sh_degree));
     ctx.create_buffer(
-        PARAM_LABELS[b],
-        if floats == 0 { EMPTY_BUFFER_BYTES } else { floats * 4 },
+        param_label(b),
+        param_buffer_bytes(b, count, sh_degree, precision),
         PARAM_USAGE,
         Category::SplatParameters,
         owner,
     )
-}
-
-/// The parameter buffers of `splats`, owned: means, log-scales, quats, opacities, SH 0..=3.
-fn into_param_buffers(splats: GpuSplats) -> [GpuBuffer; PARAM_BUFFERS] {
-    let GpuSplats { means, log_scales, quats, opacities, sh: [sh0, sh1, sh2, sh3], .. } = splats;
-    [means, log_scales, quats, opacities, sh0, sh1, sh2, sh3]
 }
 
 impl Densifier {
@@ -511,10 +477,10 @@ impl Densifier {
             return Ok(old);
         }
         let count = u32::try_from(plan.entries.len()).map_err(|_| too_many(u32::MAX))?;
-        let sh_degree = old.splats.sh_degree;
+        let (sh_degree, precision) = (old.splats.sh_degree, old.splats.sh_precision);
         let TrainState { splats, grads, adam } = old;
         drop(grads);
-        let mut old_params = into_param_buffers(splats).map(Some);
+        let mut old_params = splats.into_buffers().map(Some);
         let mut old_moments = adam.into_moments().map(Some);
 
         let plan_bytes: &[u8] = if plan.entries.is_empty() {
@@ -529,7 +495,7 @@ impl Densifier {
             Category::Other,
             owner,
         )?;
-        let (slots, uniforms) = gather_uniforms(count, sh_degree)?;
+        let (slots, uniforms) = gather_uniforms(count, sh_degree, precision)?;
         let uniform_buffer = ctx.create_buffer_init(
             "densify uniforms",
             &slots,
@@ -541,8 +507,8 @@ impl Densifier {
         let mut new_params = Vec::with_capacity(PARAM_BUFFERS);
         let mut new_moments = Vec::with_capacity(PARAM_BUFFERS);
         for b in 0..PARAM_BUFFERS {
-            let param = allocate_param(ctx, b, count, sh_degree, owner)?;
-            let moments = AdamState::zero_moments(ctx, PARAM_LABELS[b], param.size(), owner)?;
+            let param = allocate_param(ctx, b, count, sh_degree, precision, owner)?;
+            let moments = AdamState::zero_moments(ctx, param_label(b), param.size(), owner)?;
             if let (Some(uniform), Some(old_param), Some(old_moment)) =
                 (uniforms[b], &old_params[b], &old_moments[b])
             {
@@ -567,16 +533,7 @@ impl Densifier {
         }
         let params: [GpuBuffer; PARAM_BUFFERS] =
             new_params.try_into().unwrap_or_else(|_| unreachable!("one per parameter buffer"));
-        let [means, log_scales, quats, opacities, sh0, sh1, sh2, sh3] = params;
-        let splats = GpuSplats {
-            count,
-            sh_degree,
-            means,
-            log_scales,
-            quats,
-            opacities,
-            sh: [sh0, sh1, sh2, sh3],
-        };
+        let splats = GpuSplats::from_buffers(count, sh_degree, precision, params);
         let moments: [Moments; PARAM_BUFFERS] =
             new_moments.try_into().unwrap_or_else(|_| unreachable!("one per parameter buffer"));
         // The plan goes before the gradients come: not beside them.
@@ -626,6 +583,7 @@ impl Densifier {
 fn gather_uniforms(
     count: u32,
     sh_degree: u32,
+    precision: ShPrecision,
 ) -> Result<(Vec<u8>, [Option<GatherUniform>; PARAM_BUFFERS]), GpuError> {
     let mut slots = vec![0_u8; UNIFORM_SLOT as usize * (PARAM_BUFFERS + 1)];
     let mut write = |slot: usize, uniform: &GatherUniform| {
@@ -634,8 +592,8 @@ fn gather_uniforms(
     };
     let mut uniforms = [None; PARAM_BUFFERS];
     for (b, uniform) in uniforms.iter_mut().enumerate() {
-        let floats = floats_per_splat(b, sh_degree);
-        if floats == 0 || count == 0 {
+        let words = words_per_splat(b, sh_degree, precision);
+        if words == 0 || count == 0 {
             continue;
         }
         let role = match b {
@@ -644,15 +602,15 @@ fn gather_uniforms(
             _ => Role::Plain,
         };
         let gather = GatherUniform {
-            elements: count.checked_mul(floats).ok_or_else(|| too_many(count))?,
-            floats_per_splat: floats,
+            elements: count.checked_mul(words).ok_or_else(|| too_many(count))?,
+            words_per_splat: words,
             role: role as u32,
             out_count: count,
         };
         write(b, &gather);
         *uniform = Some(gather);
     }
-    let split = GatherUniform { elements: count, floats_per_splat: 0, role: 0, out_count: count };
+    let split = GatherUniform { elements: count, words_per_splat: 0, role: 0, out_count: count };
     write(SPLIT_SLOT as usize, &split);
     Ok((slots, uniforms))
 }

@@ -22,8 +22,8 @@ const ROLE_LOG_SCALE: u32 = 2u;
 
 // Per-dispatch parameters. Keep in sync with `GatherUniform` in kernels.rs (16 bytes).
 struct GatherUniform {
-    elements: u32,         // output floats of this buffer: out_count · floats_per_splat
-    floats_per_splat: u32,
+    elements: u32,         // output words of this buffer: out_count · words_per_splat
+    words_per_splat: u32,
     role: u32,
     out_count: u32,        // output splats
 }

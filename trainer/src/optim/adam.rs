@@ -3,10 +3,16 @@
 //! The moments live in [`AdamState`], laid out exactly like the parameters they follow
 //! ([`GpuSplats`]), so densification can reallocate parameters and moments together with the
 //! same gather. They are registered in the ledger as optimizer state of the run.
+//!
+//! An SH band stored in 16 bits ([`ShPrecision::F16`]) keeps its moments in 16 bits too
+//! (m scaled, v as its scaled square root: adam.wgsl says why), and Adam rounds the new
+//! parameters and moments stochastically, with random bits hashed from the step and the
+//! word, so a run is still the same bits every time.
 
 use std::sync::{Mutex, PoisonError};
 
 use bytemuck::{Pod, Zeroable};
+use splat_render::gpu_splats::{FIRST_SH_BUFFER, ShPrecision, VALUES_PER_SPLAT};
 use splat_render::kernels::DispatchLimits;
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, SplatGradients};
 
@@ -32,14 +38,18 @@ struct AdamUniform {
     beta2: f32,
     step_size: f32,
     eps_hat: f32,
-    _pad: [u32; 3],
+    /// 16-bit bands only: values in a splat's row.
+    row_values: u32,
+    /// 16-bit bands only: seed of this step's stochastic rounding.
+    round_seed: u32,
+    _pad: u32,
 }
 const _: () = assert!(size_of::<AdamUniform>() == 32);
 
 /// Uniform slots are 256 bytes apart (the dynamic-offset alignment every device accepts).
 const SLOT: u64 = 256;
 /// Parameter buffers of a scene: means, log-scales, quats, opacities, SH bands 0..=3.
-const BUFFERS: usize = 8;
+const BUFFERS: usize = splat_render::gpu_splats::PARAM_BUFFERS;
 /// The learning-rate group of each buffer of `GpuSplats::buffers`.
 const GROUPS: [ParamGroup; BUFFERS] = [
     ParamGroup::Means,
@@ -182,6 +192,8 @@ impl AdamState {
 #[derive(Debug)]
 pub struct Adam {
     pipeline: wgpu::ComputePipeline,
+    /// `main_half`: SH bands stored in 16 bits.
+    pipeline_half: wgpu::ComputePipeline,
     limits: DispatchLimits,
     pub beta1: f32,
     pub beta2: f32,
@@ -193,7 +205,7 @@ impl Adam {
     pub fn new(ctx: &GpuContext) -> Self {
         let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("adam"),
-            source: wgpu::ShaderSource::Wgsl(include_str!("adam.wgsl").into()),
+            source: wgpu::ShaderSource::Wgsl(Self::source().into()),
         });
         let layout_entries = [
             wgpu::BindGroupLayoutEntry {
@@ -220,16 +232,19 @@ impl Adam {
             bind_group_layouts: &[Some(&bind_layout)],
             immediate_size: 0,
         });
-        let pipeline = ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some("adam"),
-            layout: Some(&layout),
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions::default(),
-            cache: None,
-        });
+        let pipeline = |entry_point: &str| {
+            ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("adam"),
+                layout: Some(&layout),
+                module: &module,
+                entry_point: Some(entry_point),
+                compilation_options: wgpu::PipelineCompilationOptions::default(),
+                cache: None,
+            })
+        };
         Self {
-            pipeline,
+            pipeline: pipeline("main"),
+            pipeline_half: pipeline("main_half"),
             limits: DispatchLimits::of(&ctx.device),
             beta1: 0.9,
             beta2: 0.999,
@@ -237,10 +252,10 @@ impl Adam {
         }
     }
 
-    /// WGSL source, for validation in tests.
+    /// WGSL source: the render crate's binary16 conversions and adam.wgsl.
     #[must_use]
-    pub fn source() -> &'static str {
-        include_str!("adam.wgsl")
+    pub fn source() -> String {
+        [splat_render::kernels::BINARY16, include_str!("adam.wgsl")].join("\n")
     }
 
     /// Records one Adam step (step number `t` ≥ 1) on every parameter buffer up to SH band
@@ -275,7 +290,9 @@ impl Adam {
                 beta2: self.beta2,
                 step_size: lr(group) * correction2 / correction1,
                 eps_hat: self.eps * correction2,
-                _pad: [0; 3],
+                row_values: VALUES_PER_SPLAT[slot],
+                round_seed: (t as u32).wrapping_mul(BUFFERS as u32).wrapping_add(slot as u32),
+                _pad: 0,
             };
             let at = slot * SLOT as usize;
             slots[at..at + size_of::<AdamUniform>()].copy_from_slice(bytemuck::bytes_of(&uniform));
@@ -299,11 +316,12 @@ impl Adam {
             label: Some("adam"),
             timestamp_writes: timer.as_ref().map(splat_render::PassTimer::writes),
         });
-        pass.set_pipeline(&self.pipeline);
         // Means, log-scales, quats, opacities, then SH bands 0..=sh_degree.
         let used = 5 + sh_degree.min(3) as usize;
         for (slot, (param, bind)) in params.iter().zip(&bindings.groups).enumerate().take(used) {
             let count = (param.size() / 4) as u32;
+            let half = splats.sh_precision == ShPrecision::F16 && slot > FIRST_SH_BUFFER;
+            pass.set_pipeline(if half { &self.pipeline_half } else { &self.pipeline });
             pass.set_bind_group(0, bind, &[(slot as u64 * SLOT) as u32]);
             let (x, y) = self.limits.grid(count.div_ceil(256));
             pass.dispatch_workgroups(x, y, 1);
