@@ -2,8 +2,9 @@
 //! (`splat_trainer::memory`) next to the peak the ledger measures on the same runs.
 //!
 //! Each run starts at its splat cap from random points in the dataset's camera bounds (a
-//! sixteenth of them dead) and refines with MCMC at step 2, so that the refinement at the cap
-//! (old and new state side by side, the peak of any run) is among the measured steps. The
+//! sixteenth of them dead) and refines (MCMC, or 3DGS with `--strategy default`) at step 2,
+//! so that the refinement at the cap (old and new state side by side) is among the measured
+//! steps. The
 //! prediction is made before the run, with the tile intersections per splat measured by
 //! rendering the initial splats from every view once; the prediction with the default
 //! intersections per splat is shown beside it.
@@ -15,7 +16,8 @@ use std::time::Instant;
 use anyhow::Context as _;
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::memory::{
-    DEFAULT_INTERSECTIONS_PER_SPLAT, MemoryModel, RunShape, check_peak, default_budget,
+    DEFAULT_INTERSECTIONS_PER_SPLAT, MeasuredRun, MeasuredStrategy, MemoryModel, RunShape,
+    check_peak, default_budget,
 };
 use splat_trainer::render::{GpuContext, ShPrecision};
 
@@ -29,6 +31,8 @@ pub struct BenchMemoryArgs {
     pub sh_degree: u32,
     /// How SH bands 1..=3 and their moments are stored.
     pub sh_precision: ShPrecision,
+    /// The refinement at step 2.
+    pub strategy: MeasuredStrategy,
     /// Longest image side the dataset is loaded at.
     pub max_resolution: u32,
     /// Training steps per run (at least 2: the refinement is at step 2).
@@ -50,8 +54,9 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
     );
     let model = MemoryModel::MEASURED;
     println!(
-        "{:>9} {:>7} {:>9} {:>6} {:>13} {:>13} {:>8} {:>7} {:>18} {:>8} {:>7}",
+        "{:>9} {:>8} {:>7} {:>9} {:>6} {:>13} {:>13} {:>8} {:>7} {:>18} {:>8} {:>7}",
         "splats",
+        "strategy",
         "SH",
         "image",
         "ips",
@@ -66,9 +71,14 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
     let mut last_shape = None;
     for &splats in &args.splats {
         let started = Instant::now();
-        let storage = (args.sh_degree, args.sh_precision);
-        let check = check_peak(&ctx, &model, &data, splats as usize, storage, args.steps.max(2))
-            .with_context(|| format!("{splats} splats"))?;
+        let run = MeasuredRun {
+            sh_precision: args.sh_precision,
+            strategy: args.strategy,
+            steps: args.steps.max(2),
+            ..MeasuredRun::new(splats, args.sh_degree)
+        };
+        let check =
+            check_peak(&ctx, &model, &data, &run).with_context(|| format!("{splats} splats"))?;
         let default_ips = model.predict(&RunShape {
             intersections_per_splat: DEFAULT_INTERSECTIONS_PER_SPLAT,
             ..check.shape
@@ -76,8 +86,9 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
         let measured = check.measured as f64;
         let shape = &check.shape;
         println!(
-            "{:>9} {:>7} {:>9} {:>6.2} {:>13.1} {:>13.1} {:>+7.2}% {:>7.0} {:>18.1} {:>+7.2}% {:>7.1}",
+            "{:>9} {:>8} {:>7} {:>9} {:>6.2} {:>13.1} {:>13.1} {:>+7.2}% {:>7.0} {:>18.1} {:>+7.2}% {:>7.1}",
             splats,
+            args.strategy.name(),
             format!("{} {}", args.sh_degree, args.sh_precision.name()),
             format!("{}x{}", shape.width, shape.height),
             shape.intersections_per_splat,

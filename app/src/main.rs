@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use splat_trainer::memory::MeasuredStrategy;
 use splat_trainer::render::ShPrecision;
 
 /// With no subcommand, the desktop window opens (with the built-in sample scene, or PATH).
@@ -140,6 +141,9 @@ enum Command {
         /// (252 fewer bytes a splat at SH degree 3).
         #[arg(long, default_value = "f32", value_parser = splatforge::parse_sh_precision)]
         sh_precision: ShPrecision,
+        /// The refinement at the cap: mcmc (relocation) or default (3DGS prune, clone, split).
+        #[arg(long, default_value = "mcmc", value_parser = parse_measured_strategy)]
+        strategy: MeasuredStrategy,
         #[arg(long, default_value_t = 256)]
         max_resolution: u32,
         #[arg(long, default_value_t = 3)]
@@ -267,6 +271,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             splats,
             sh_degree,
             sh_precision,
+            strategy,
             max_resolution,
             steps,
             budget,
@@ -275,6 +280,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             splats,
             sh_degree,
             sh_precision,
+            strategy,
             max_resolution,
             steps,
             budget,
@@ -315,6 +321,13 @@ fn run(command: Command) -> anyhow::Result<()> {
             })
         }
     }
+}
+
+fn parse_measured_strategy(text: &str) -> Result<MeasuredStrategy, String> {
+    [MeasuredStrategy::Mcmc, MeasuredStrategy::Default]
+        .into_iter()
+        .find(|s| s.name() == text.trim())
+        .ok_or_else(|| format!("{text:?}: mcmc or default"))
 }
 
 fn make_sample_scene(out: &std::path::Path) -> anyhow::Result<()> {

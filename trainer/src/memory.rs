@@ -71,7 +71,7 @@ use splat_render::{
 };
 
 use crate::dataset::Dataset;
-use crate::densify::{McmcConfig, Strategy};
+use crate::densify::{DefaultConfig, McmcConfig, Strategy};
 use crate::init::splats_from_points;
 use crate::loss::LossWeights;
 use crate::train::{ImagePlacement, LearningRates, TrainConfig, Trainer};
@@ -538,66 +538,124 @@ pub fn measure_intersections_per_splat(
 /// Seed of the random initial points of [`measure_peak`].
 pub const MEASURE_SEED: u64 = 0x3E3_0127;
 /// Every this many splats of [`measure_peak`]'s initial scene start dead (opacity ≈ 5e-5),
-/// so that its MCMC refinement relocates them.
+/// so that its refinement relocates (MCMC) or prunes and regrows (3DGS) them.
 const MEASURE_DEAD_EVERY: usize = 16;
 
-/// The splats [`measure_peak`] starts from: `splats` random points in the dataset's camera
-/// bounds ([`Dataset::random_points`] with [`MEASURE_SEED`]), as
-/// [`splats_from_points`] makes them, every 16th with its opacity near zero.
-#[must_use]
-pub fn measure_init(dataset: &Dataset, splats: usize, sh_degree: u32) -> Splats {
-    let mut init = splats_from_points(&dataset.random_points(splats, MEASURE_SEED), sh_degree);
-    for logit in init.opacity_logits.iter_mut().step_by(MEASURE_DEAD_EVERY) {
-        *logit = -10.0;
-    }
-    init
+/// The refinement of a [`MeasuredRun`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MeasuredStrategy {
+    /// MCMC: the dead splats are relocated onto live ones, the count stays at the cap.
+    Mcmc,
+    /// 3DGS: the dead splats are pruned and the count grows back towards the cap by clones
+    /// and splits of the splats with the largest gradients.
+    Default,
 }
 
-/// The configuration [`measure_peak`] trains with: MCMC with the cap at `cap`, refining at
-/// every even step (so a refinement at the cap relocates the dead splats of
-/// [`measure_init`]: old and new state coexist at the cap, the worst case a run reaches).
-#[must_use]
-pub fn measure_config(
-    cap: u32,
-    (sh_degree, sh_precision): (u32, ShPrecision),
-    steps: u32,
-) -> TrainConfig {
-    TrainConfig {
-        steps,
-        sh_degree,
-        sh_degree_interval: 1,
-        sh_precision,
-        strategy: Strategy::Mcmc(McmcConfig {
-            cap,
-            refine_every: 2,
-            start: 0,
-            stop: u32::MAX,
-            ..McmcConfig::default()
-        }),
-        max_splats: cap,
-        eval_every: 0,
-        seed: MEASURE_SEED,
-        background: [0.0; 3],
-        learning_rates: LearningRates::default(),
-        loss_weights: LossWeights::default(),
+impl MeasuredStrategy {
+    /// The command line's name: `mcmc` or `default`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Mcmc => "mcmc",
+            Self::Default => "default",
+        }
+    }
+}
+
+/// A run whose peak [`measure_peak`] measures: `splats` splats from the start, which is its
+/// cap, refining with `strategy` at step 2 (and every second step after), so that a
+/// refinement at the cap, old and new state side by side, is among its `steps` steps.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeasuredRun {
+    pub splats: u32,
+    pub sh_degree: u32,
+    pub sh_precision: ShPrecision,
+    pub strategy: MeasuredStrategy,
+    /// At least 2: the first refinement is at step 2.
+    pub steps: u32,
+}
+
+impl MeasuredRun {
+    /// `splats` splats of SH degree `sh_degree` in f32, MCMC, 3 steps (the refinement at step
+    /// 2, then a step of the refined scene).
+    #[must_use]
+    pub fn new(splats: u32, sh_degree: u32) -> Self {
+        Self {
+            splats,
+            sh_degree,
+            sh_precision: ShPrecision::F32,
+            strategy: MeasuredStrategy::Mcmc,
+            steps: 3,
+        }
+    }
+
+    /// The splats the run starts from: random points in the dataset's camera bounds
+    /// ([`Dataset::random_points`] with [`MEASURE_SEED`]), as [`splats_from_points`] makes
+    /// them, every 16th with its opacity near zero.
+    #[must_use]
+    pub fn init(&self, dataset: &Dataset) -> Splats {
+        let points = dataset.random_points(self.splats as usize, MEASURE_SEED);
+        let mut init = splats_from_points(&points, self.sh_degree);
+        for logit in init.opacity_logits.iter_mut().step_by(MEASURE_DEAD_EVERY) {
+            *logit = -10.0;
+        }
+        init
+    }
+
+    /// The configuration the run trains with.
+    #[must_use]
+    pub fn config(&self) -> TrainConfig {
+        let cap = self.splats;
+        let strategy = match self.strategy {
+            MeasuredStrategy::Mcmc => Strategy::Mcmc(McmcConfig {
+                cap,
+                refine_every: 2,
+                start: 0,
+                stop: u32::MAX,
+                ..McmcConfig::default()
+            }),
+            MeasuredStrategy::Default => Strategy::Default(DefaultConfig {
+                refine_every: 2,
+                start: 0,
+                stop: u32::MAX,
+                ..DefaultConfig::default()
+            }),
+        };
+        TrainConfig {
+            steps: self.steps,
+            sh_degree: self.sh_degree,
+            sh_degree_interval: 1,
+            sh_precision: self.sh_precision,
+            strategy,
+            max_splats: cap,
+            eval_every: 0,
+            seed: MEASURE_SEED,
+            background: [0.0; 3],
+            learning_rates: LearningRates::default(),
+            loss_weights: LossWeights::default(),
+        }
+    }
+
+    /// The shape [`MemoryModel::predict`] takes for this run on `dataset`, with
+    /// `intersections_per_splat`.
+    #[must_use]
+    pub fn shape(&self, dataset: &Dataset, intersections_per_splat: f32) -> RunShape {
+        RunShape {
+            intersections_per_splat,
+            ..RunShape::for_dataset(dataset, u64::from(self.splats), self.sh_degree)
+                .with_precision(self.sh_precision)
+        }
     }
 }
 
 /// The measured peak of a real training run at its splat cap: bytes in `ctx`'s ledger at
-/// the peak of `steps` training steps (at least 2: the first refinement is at step 2) of a
-/// [`Trainer`] on `dataset` from [`measure_init`]`(dataset, splats, sh_degree)` with
-/// [`measure_config`]`(splats, (sh_degree, sh_precision), steps)`. See [`measure_run_peak`].
+/// the peak of `run` on `dataset` ([`measure_run_peak`] of its initial splats and config).
 pub fn measure_peak(
     ctx: &GpuContext,
     dataset: &Arc<Dataset>,
-    splats: usize,
-    (sh_degree, sh_precision): (u32, ShPrecision),
-    steps: u32,
+    run: &MeasuredRun,
 ) -> Result<u64, GpuError> {
-    let cap = count_u32(splats)?;
-    let init = measure_init(dataset, splats, sh_degree);
-    let config = measure_config(cap, (sh_degree, sh_precision), steps);
-    measure_run_peak(ctx, dataset, &init, config, steps)
+    measure_run_peak(ctx, dataset, &run.init(dataset), run.config(), run.steps)
 }
 
 /// Bytes in `ctx`'s ledger at the peak of `steps` training steps of a [`Trainer`] on
@@ -626,6 +684,8 @@ pub fn measure_run_peak(
         trainer.step()?;
     }
     let peak = ledger.snapshot().peak_bytes;
+    // The losses' read-backs land before the run goes (dropped in flight, they fail noisily).
+    trainer.flush_metrics()?;
     drop(trainer);
     ctx.wait_idle()?;
     Ok(peak.saturating_sub(base))
@@ -648,33 +708,17 @@ impl PeakCheck {
     }
 }
 
-/// Predicts the peak of [`measure_peak`]'s run with `model` ([`RunShape::for_dataset`], the
-/// intersections per splat from [`measure_intersections_per_splat`] on its initial splats),
-/// then measures it.
+/// Predicts the peak of `run` with `model` ([`MeasuredRun::shape`], the intersections per
+/// splat from [`measure_intersections_per_splat`] on its initial splats), then measures it.
 pub fn check_peak(
     ctx: &GpuContext,
     model: &MemoryModel,
     dataset: &Arc<Dataset>,
-    splats: usize,
-    (sh_degree, sh_precision): (u32, ShPrecision),
-    steps: u32,
+    run: &MeasuredRun,
 ) -> Result<PeakCheck, GpuError> {
-    let cap = count_u32(splats)?;
-    let init = measure_init(dataset, splats, sh_degree);
-    let shape = RunShape {
-        intersections_per_splat: measure_intersections_per_splat(ctx, dataset, &init)?,
-        ..RunShape::for_dataset(dataset, splats as u64, sh_degree).with_precision(sh_precision)
-    };
+    let init = run.init(dataset);
+    let shape = run.shape(dataset, measure_intersections_per_splat(ctx, dataset, &init)?);
     let predicted = model.predict(&shape);
-    let config = measure_config(cap, (sh_degree, sh_precision), steps);
-    let measured = measure_run_peak(ctx, dataset, &init, config, steps)?;
+    let measured = measure_run_peak(ctx, dataset, &init, run.config(), run.steps)?;
     Ok(PeakCheck { shape, predicted, measured })
-}
-
-fn count_u32(splats: usize) -> Result<u32, GpuError> {
-    u32::try_from(splats).map_err(|_| GpuError::TooLarge {
-        label: "splats".into(),
-        bytes: splats as u64,
-        limit: u64::from(u32::MAX),
-    })
 }
