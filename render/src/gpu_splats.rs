@@ -13,6 +13,8 @@
 //! never shares a word with another (a gather or an Adam step writes whole words). Gradients
 //! are f32 in every case.
 
+use std::borrow::Cow;
+
 use splat_formats::{Splats, sh_coeffs_for_degree};
 
 use crate::{Category, GpuBuffer, GpuContext, GpuError, Owner};
@@ -126,51 +128,54 @@ pub struct GpuSplats {
 }
 
 /// The values of each parameter buffer of `splats`, f32, in buffer order (SH per band,
-/// coefficient-major).
-fn buffer_values(splats: &Splats) -> [Vec<f32>; PARAM_BUFFERS] {
+/// coefficient-major): the geometry borrowed, the SH bands rearranged.
+fn buffer_values(splats: &Splats) -> [Cow<'_, [f32]>; PARAM_BUFFERS] {
     let [b0, b1, b2, b3] = split_sh_bands(splats);
     [
-        splats.means.as_flattened().to_vec(),
-        splats.log_scales.as_flattened().to_vec(),
-        splats.rotations.as_flattened().to_vec(),
-        splats.opacity_logits.clone(),
-        b0,
-        b1,
-        b2,
-        b3,
+        Cow::Borrowed(splats.means.as_flattened()),
+        Cow::Borrowed(splats.log_scales.as_flattened()),
+        Cow::Borrowed(splats.rotations.as_flattened()),
+        Cow::Borrowed(&splats.opacity_logits),
+        Cow::Owned(b0),
+        Cow::Owned(b1),
+        Cow::Owned(b2),
+        Cow::Owned(b3),
     ]
 }
 
-/// `values` (rows of `values_per_splat`) as the words buffer `b` stores: the same bits for
-/// f32, pairs of binary16 (rounded to nearest, clamped to the largest finite one) in rows
-/// padded to whole words for an f16 band.
-fn encode(values: &[f32], b: usize, precision: ShPrecision) -> Vec<u32> {
+/// `values` (rows of `values_per_splat`) as the bytes buffer `b` stores: the f32 values
+/// themselves, or for an f16 band pairs of binary16 (rounded to nearest, clamped to the
+/// largest finite one) in rows padded to whole words.
+fn encode(values: &[f32], b: usize, precision: ShPrecision) -> Cow<'_, [u8]> {
     if b <= FIRST_SH_BUFFER || precision == ShPrecision::F32 {
-        return values.iter().map(|v| v.to_bits()).collect();
+        return Cow::Borrowed(bytemuck::cast_slice(values));
     }
     let row = VALUES_PER_SPLAT[b] as usize;
-    let mut words = Vec::with_capacity(values.len().div_ceil(row) * row.div_ceil(2));
+    let mut bytes = Vec::with_capacity(values.len().div_ceil(row) * row.div_ceil(2) * 4);
     for splat in values.chunks(row) {
         for pair in splat.chunks(2) {
             let lo = f16_bits(pair[0]);
             let hi = pair.get(1).map_or(0, |&v| f16_bits(v));
-            words.push(u32::from(lo) | (u32::from(hi) << 16));
+            bytes.extend_from_slice(&(u32::from(lo) | (u32::from(hi) << 16)).to_le_bytes());
         }
     }
-    words
+    Cow::Owned(bytes)
 }
 
-/// The inverse of [`encode`]: `count` splats' values of buffer `b`, as f32.
-fn decode(words: &[u32], b: usize, count: usize, precision: ShPrecision) -> Vec<f32> {
+/// The inverse of [`encode`]: `count` splats' values of buffer `b` from its bytes, as f32.
+fn decode(bytes: &[u8], b: usize, count: usize, precision: ShPrecision) -> Vec<f32> {
+    let words = bytes.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
     if b <= FIRST_SH_BUFFER || precision == ShPrecision::F32 {
-        return words.iter().map(|&w| f32::from_bits(w)).collect();
+        return words.map(f32::from_bits).collect();
     }
     let row = VALUES_PER_SPLAT[b] as usize;
-    let row_words = row.div_ceil(2);
     let mut values = Vec::with_capacity(count * row);
-    for splat in words.chunks(row_words).take(count) {
-        let halves = splat.iter().flat_map(|&w| [w as u16, (w >> 16) as u16]);
-        values.extend(halves.take(row).map(|h| half::f16::from_bits(h).to_f32()));
+    let halves = words.flat_map(|w| [w as u16, (w >> 16) as u16]);
+    // Each row's padding half (odd rows) is skipped.
+    for (k, h) in halves.take(count * row.next_multiple_of(2)).enumerate() {
+        if k % row.next_multiple_of(2) < row {
+            values.push(half::f16::from_bits(h).to_f32());
+        }
     }
     values
 }
@@ -212,12 +217,9 @@ impl GpuSplats {
         let values = buffer_values(splats);
         let mut buffers = Vec::with_capacity(PARAM_BUFFERS);
         for (b, values) in values.iter().enumerate() {
-            let words = encode(values, b, precision);
-            let bytes: &[u8] = if words.is_empty() {
-                &[0; EMPTY_BUFFER_BYTES as usize]
-            } else {
-                bytemuck::cast_slice(&words)
-            };
+            let encoded = encode(values, b, precision);
+            let bytes: &[u8] =
+                if encoded.is_empty() { &[0; EMPTY_BUFFER_BYTES as usize] } else { &encoded };
             buffers.push(ctx.create_buffer_init(
                 LABELS[b],
                 bytes,
@@ -294,15 +296,11 @@ impl GpuSplats {
         }
         let buffers = self.buffers();
         for (b, values) in buffer_values(rows).iter().enumerate() {
-            let words = encode(values, b, self.sh_precision);
-            if !words.is_empty() {
+            let encoded = encode(values, b, self.sh_precision);
+            if !encoded.is_empty() {
                 let row_bytes =
                     u64::from(words_per_splat(b, self.sh_degree, self.sh_precision)) * 4;
-                ctx.queue.write_buffer(
-                    buffers[b],
-                    u64::from(first) * row_bytes,
-                    bytemuck::cast_slice(&words),
-                );
+                ctx.queue.write_buffer(buffers[b], u64::from(first) * row_bytes, &encoded);
             }
         }
         Ok(())
@@ -358,11 +356,7 @@ impl GpuSplats {
         for (b, (buffer, out)) in self.buffers().into_iter().zip(&mut values).enumerate() {
             let words = n * words_per_splat(b, self.sh_degree, self.sh_precision) as usize;
             let bytes = read_bytes_async(ctx, buffer, words as u64 * 4).await?;
-            let words: Vec<u32> = bytes
-                .chunks_exact(4)
-                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-                .collect();
-            *out = decode(&words, b, n, self.sh_precision);
+            *out = decode(&bytes, b, n, self.sh_precision);
         }
         let [means, log_scales, quats, opacities, b0, b1, b2, b3] = values;
         Ok(merge_sh_bands(
@@ -565,12 +559,13 @@ mod tests {
         assert_eq!(param_buffer_bytes(b, 0, 3, ShPrecision::F16), EMPTY_BUFFER_BYTES);
         let values: Vec<f32> =
             (0..18).map(|i| [1.0, -0.5, 1e-6, 0.1, 70_000.0, -1e9][i % 6]).collect();
-        let words = encode(&values, b, ShPrecision::F16);
+        let bytes = encode(&values, b, ShPrecision::F16);
+        let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
         assert_eq!(words.len(), 10);
         // The first value in the low half (1.0 is 0x3c00, -0.5 is 0xb800).
         assert_eq!(words[0], 0x3c00 | (0xb800 << 16));
         assert_eq!(words[4] >> 16, 0, "padding");
-        let back = decode(&words, b, 2, ShPrecision::F16);
+        let back = decode(&bytes, b, 2, ShPrecision::F16);
         assert_eq!(back.len(), 18);
         for (got, want) in back.iter().zip(&values) {
             // Rounded to nearest, clamped to the largest finite binary16.
@@ -580,8 +575,10 @@ mod tests {
         }
         assert_eq!(round_to_f16(0.1), back[3]);
         // Other buffers, and f32 storage, keep the bits.
-        assert_eq!(decode(&encode(&values, b, ShPrecision::F32), b, 2, ShPrecision::F32), values);
-        assert_eq!(decode(&encode(&values, 0, ShPrecision::F16), 0, 6, ShPrecision::F16), values);
+        let round_trip =
+            |b, count, precision| decode(&encode(&values, b, precision), b, count, precision);
+        assert_eq!(round_trip(b, 2, ShPrecision::F32), values);
+        assert_eq!(round_trip(0, 6, ShPrecision::F16), values);
     }
 
     #[test]
