@@ -771,8 +771,10 @@ impl MetricsRing {
             let ready = SetOnDrop(Arc::clone(&slot.ready));
             slot.buffer.slice(..layout.bytes()).map_async(wgpu::MapMode::Read, move |result| {
                 let _ready = ready;
+                // A run torn down with a read-back in flight ends here (its buffer went): that
+                // step goes unmeasured, which is no news for anyone reading the log.
                 if let Err(e) = result {
-                    log::warn!("reading the loss back failed: {e}");
+                    log::debug!("reading the loss back failed: {e}");
                 }
             });
             slot.state = SlotState::Mapping;
