@@ -69,7 +69,7 @@ use crate::dataset::Dataset;
 use crate::densify::{McmcConfig, Strategy};
 use crate::init::splats_from_points;
 use crate::loss::LossWeights;
-use crate::train::{ImagePlacement, LearningRates, TrainConfig, Trainer};
+use crate::train::{ImagePlacement, LearningRates, TrainConfig, Trainer, Transparency};
 
 /// Tile intersections per splat that [`RunShape::new`] assumes: the most seen in any view of
 /// a real training run (desk-statue-colmap at 128×84 pixels, from its 1,443 COLMAP points,
@@ -574,6 +574,7 @@ pub fn measure_config(cap: u32, sh_degree: u32, steps: u32) -> TrainConfig {
         background: [0.0; 3],
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
+        transparency: Transparency::default(),
     }
 }
 

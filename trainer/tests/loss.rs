@@ -579,7 +579,8 @@ fn gpu_matches_reference_with_transparency() {
         let target = gpu.upload("target", bytemuck::cast_slice(&pair.target));
         let v_image = gpu.upload("v_image", bytemuck::cast_slice(&vec![GARBAGE; w * h * 4]));
         let ctx = &gpu.ctx;
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        let mut encoder =
+            ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         let images = LossImages {
             rendered: &rendered,
             target: &target,
@@ -639,6 +640,34 @@ fn gpu_matches_reference_with_transparency() {
         // The tolerance of `compare`, for the same reason.
         assert!(rgb_error < 1e-3 * rgb_scale, "{label}: {rgb_error:e} of {rgb_scale:e}");
         assert!(expected_alpha_grad.iter().any(|&a| a != 0.0), "{label}: an alpha gradient");
+    }
+    // An opaque image (no alpha plane) with a shift: α = 1, the target as stored, and the
+    // alpha loss asks for an opaque render.
+    let pair = Pair::random(w, h, 0.2, 5);
+    let rendered = gpu.upload("rendered", bytemuck::cast_slice(&pair.render));
+    let target = gpu.upload("target", bytemuck::cast_slice(&pair.target));
+    let v_image = gpu.upload("v_image", bytemuck::cast_slice(&vec![GARBAGE; w * h * 4]));
+    let ctx = &gpu.ctx;
+    let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+    let images = LossImages {
+        rendered: &rendered,
+        target: &target,
+        width: w as u32,
+        height: h as u32,
+        v_image: Some(&v_image),
+    };
+    let opaque = TargetTransparency { alpha_plane: false, ..transparency };
+    gpu.loss.encode_with(ctx, &mut encoder, images, weights, opaque, &gpu.scratch).unwrap();
+    ctx.queue.submit([encoder.finish()]);
+    let metrics = gpu.loss.read_metrics(ctx, &gpu.scratch).unwrap();
+    let plain = gpu.run(&pair, weights, false).metrics;
+    assert_eq!(metrics, plain, "no plane: the target as stored");
+    let gradient = splat_render::gpu_splats::read_f32(ctx, &v_image, w * h * 4).unwrap();
+    let render_alpha: Vec<f64> = pair.render.iter().map(|p| f64::from(p[3])).collect();
+    let (_, expected) =
+        reference::alpha_l1(&render_alpha, &vec![1.0; w * h], None, f64::from(alpha_weight));
+    for (g, a) in gradient.chunks_exact(4).zip(&expected) {
+        assert!((f64::from(g[3]) - a).abs() <= 1e-6 * a.abs(), "{} vs {a}", g[3]);
     }
     gpu.finish();
 }

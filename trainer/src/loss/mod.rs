@@ -23,7 +23,7 @@
 //! at load; a render over another background (training's random colour a step) compares with
 //! `stored + (render background − load background)·(1 − α)`, the image over the render's
 //! background (compositing is linear, so this is exact up to the stored rounding). The
-//! optional L1 loss on alpha adds `w_alpha`·mean(w·|α_render − α|) (not in the reported loss
+//! optional L1 loss on alpha adds `w_alpha`·mean(w·|`α_render` − α|) (not in the reported loss
 //! and metrics, which stay the colour's).
 //!
 //! Two kernels, each on 16×16 pixel tiles that blur in workgroup memory (horizontal pass, then
@@ -197,10 +197,10 @@ pub struct TargetTransparency {
     /// The target buffer carries an alpha plane ([`target_words`]).
     pub alpha_plane: bool,
     /// The render's background minus the one the image was composited over at load: the
-    /// target's colour is moved by this times (1 − α). Needs the alpha plane.
+    /// target's colour is moved by this times (1 − α); nothing without the alpha plane.
     pub background_shift: [f32; 3],
     /// Weight of the mean absolute error between the rendered alpha and the image's (0:
-    /// none). Needs the alpha plane.
+    /// none; the image's is 1 everywhere without the alpha plane).
     pub alpha_weight: f32,
 }
 
@@ -576,14 +576,9 @@ impl ImageLoss {
             return Err(invalid(format!("{tiles_x}×{tiles_y} tiles is more than {max_groups}")));
         }
         let pixels = u64::from(width) * u64::from(height);
+        // Without a plane the image is opaque (α = 1): a shift moves nothing, and the alpha
+        // loss asks for an opaque render (an opaque view of a transparent dataset).
         let alpha_plane = transparency.alpha_plane;
-        if !alpha_plane
-            && (transparency.alpha_weight != 0.0 || transparency.background_shift != [0.0; 3])
-        {
-            return Err(invalid(
-                "a background shift or an alpha loss needs the alpha plane".into(),
-            ));
-        }
         let target_bytes = target_words(pixels, alpha_plane) * TARGET_BYTES_PER_PIXEL;
         let buffers = [
             Some(("rendered", rendered, pixels * RENDERED_BYTES_PER_PIXEL)),
