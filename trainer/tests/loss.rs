@@ -641,8 +641,23 @@ fn gpu_matches_reference_with_transparency() {
         assert!(rgb_error < 1e-3 * rgb_scale, "{label}: {rgb_error:e} of {rgb_scale:e}");
         assert!(expected_alpha_grad.iter().any(|&a| a != 0.0), "{label}: an alpha gradient");
     }
-    // An opaque image (no alpha plane) with a shift: α = 1, the target as stored, and the
-    // alpha loss asks for an opaque render.
+    gpu.finish();
+}
+
+/// An opaque view of a transparent dataset (no alpha plane) with a background shift and the
+/// alpha loss: α = 1, so the target is the one stored and the alpha loss asks for an opaque
+/// render.
+#[test]
+fn gpu_opaque_target_keeps_its_colours_under_a_shift() {
+    let (w, h) = (37, 23);
+    let gpu = Gpu::new(w as u32, h as u32);
+    let weights = LossWeights::default();
+    let alpha_weight = 0.7_f32;
+    let transparency = TargetTransparency {
+        alpha_plane: false,
+        background_shift: [0.7, -0.3, 0.25],
+        alpha_weight,
+    };
     let pair = Pair::random(w, h, 0.2, 5);
     let rendered = gpu.upload("rendered", bytemuck::cast_slice(&pair.render));
     let target = gpu.upload("target", bytemuck::cast_slice(&pair.target));
@@ -656,8 +671,7 @@ fn gpu_matches_reference_with_transparency() {
         height: h as u32,
         v_image: Some(&v_image),
     };
-    let opaque = TargetTransparency { alpha_plane: false, ..transparency };
-    gpu.loss.encode_with(ctx, &mut encoder, images, weights, opaque, &gpu.scratch).unwrap();
+    gpu.loss.encode_with(ctx, &mut encoder, images, weights, transparency, &gpu.scratch).unwrap();
     ctx.queue.submit([encoder.finish()]);
     let metrics = gpu.loss.read_metrics(ctx, &gpu.scratch).unwrap();
     let plain = gpu.run(&pair, weights, false).metrics;
