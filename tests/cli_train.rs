@@ -125,6 +125,26 @@ fn bad_input_is_one_clear_line() {
             ],
             "minimal-v4.spz",
         ),
+        (
+            vec![
+                tiny.to_str().unwrap().to_string(),
+                "--transparency".into(),
+                "alpha-loss=-1".into(),
+                "--out".into(),
+                out.into(),
+            ],
+            "weight",
+        ),
+        (
+            vec![
+                tiny.to_str().unwrap().to_string(),
+                "--transparency".into(),
+                "magic".into(),
+                "--out".into(),
+                out.into(),
+            ],
+            "random-background, alpha-loss",
+        ),
     ] {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (ok, stderr) = train(&args);
@@ -203,6 +223,17 @@ fn checkpoints_and_resume() {
     ]);
     assert!(!ok);
     assert!(stderr.contains("--max-resolution 50: the checkpoint trained at 40"), "{stderr}");
+    let (ok, stderr) = train(&[
+        "--resume",
+        checkpoint.to_str().unwrap(),
+        "--transparency",
+        "composite",
+        "--out",
+        second.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert_eq!(error_lines(&stderr).len(), 1, "{stderr}");
+    assert!(stderr.contains("--transparency: the checkpoint continues as it trained"), "{stderr}");
     // A damaged checkpoint is refused with one clear line.
     let damaged = root.join("damaged.ckpt");
     let mut bytes = std::fs::read(&checkpoint).unwrap();

@@ -246,6 +246,7 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         background: [0.0; 3],
         learning_rates: LearningRates::default(),
         loss_weights: splat_trainer::loss::LossWeights::default(),
+        transparency: splat_trainer::train::Transparency::default(),
     };
     let mut trainer = Trainer::new(&ctx, std::sync::Arc::new(data), &init, config, Owner::Run(1))?;
     println!(

@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use splat_trainer::memory::MeasuredStrategy;
 use splat_trainer::render::ShPrecision;
+use splat_trainer::train::Transparency;
 
 /// With no subcommand, the desktop window opens (with the built-in sample scene, or PATH).
 #[derive(Parser)]
@@ -126,6 +127,12 @@ enum Command {
         /// evaluation) instead of compositing them over the background.
         #[arg(long)]
         alpha_as_mask: bool,
+        /// How transparent images (RGBA, alpha composited) are supervised: random-background
+        /// (each step over a random colour), alpha-loss[=WEIGHT] (an L1 loss on the rendered
+        /// alpha, weight 1 by default) or composite (not at all) [default: random-background;
+        /// with --resume, the checkpoint's].
+        #[arg(long, value_parser = train_cmd::parse_transparency)]
+        transparency: Option<Transparency>,
     },
     /// Convert a splat scene between formats, each told by its extension: reads .ply (3DGS or
     /// compressed), .splat, .spz and .ckpt (a checkpoint's splats); writes .ply, .spz, .splat.
@@ -246,6 +253,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             seed,
             background,
             alpha_as_mask,
+            transparency,
         } => train_cmd::run(&train_cmd::TrainArgs {
             dataset,
             init,
@@ -264,6 +272,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             seed,
             background,
             alpha_as_mask,
+            transparency,
         }),
         Command::Convert { input, output } => convert_cmd::run(&input, &output),
         Command::BenchMemory {

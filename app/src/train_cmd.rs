@@ -16,7 +16,9 @@ use splat_trainer::formats::Loaded;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::render::{GpuContext, ShPrecision};
 use splat_trainer::task::{Command, EXPORT_EXTENSIONS, Event, TaskHandle, write_atomically};
-use splat_trainer::train::{EvalStats, LearningRates, StepMetrics, TrainConfig};
+use splat_trainer::train::{
+    DEFAULT_ALPHA_LOSS_WEIGHT, EvalStats, LearningRates, StepMetrics, TrainConfig, Transparency,
+};
 use splatforge::human_bytes;
 
 pub struct TrainArgs {
@@ -39,6 +41,24 @@ pub struct TrainArgs {
     pub seed: u64,
     pub background: Option<[f32; 3]>,
     pub alpha_as_mask: bool,
+    /// `None`: the default, or the checkpoint's when resuming.
+    pub transparency: Option<Transparency>,
+}
+
+/// `--transparency`: `random-background`, `alpha-loss`, `alpha-loss=WEIGHT` or `composite`.
+pub fn parse_transparency(text: &str) -> Result<Transparency, String> {
+    match text.split_once('=') {
+        None if text == "random-background" => Ok(Transparency::RandomBackground),
+        None if text == "composite" => Ok(Transparency::Composite),
+        None if text == "alpha-loss" => Ok(Transparency::AlphaLoss(DEFAULT_ALPHA_LOSS_WEIGHT)),
+        Some(("alpha-loss", weight)) => match weight.parse::<f32>() {
+            Ok(w) if w.is_finite() && w >= 0.0 => Ok(Transparency::AlphaLoss(w)),
+            _ => Err(format!("'{weight}': the alpha loss's weight is a number ≥ 0")),
+        },
+        _ => {
+            Err(format!("'{text}': random-background, alpha-loss, alpha-loss=WEIGHT or composite"))
+        }
+    }
 }
 
 /// Drives the trainer task: load, start (or continue a checkpoint), follow its events.
@@ -57,6 +77,9 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         "mcmc" => Strategy::Mcmc(McmcConfig { cap: args.max_splats, ..McmcConfig::default() }),
         other => bail!("unknown strategy '{other}' (default or mcmc)"),
     };
+    if args.resume.is_some() && args.transparency.is_some() {
+        bail!("--transparency: the checkpoint continues as it trained (leave the option out)");
+    }
     let (dataset, options) = match (&args.dataset, &args.resume) {
         (dataset, Some(checkpoint)) => {
             let identity =
@@ -98,6 +121,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             background,
             learning_rates: LearningRates::default(),
             loss_weights: LossWeights::default(),
+            transparency: args.transparency.unwrap_or_default(),
         };
         task.send(Command::Start { config })?;
     }

@@ -31,7 +31,8 @@
 //! `sections` (the section names, for people reading the file), `dataset`
 //! ([`DatasetIdentity`], with the options the dataset was loaded with; files written before
 //! those were stored read as `options: None`) and `config` ([`TrainConfig`], strategy
-//! included). Every floating-point value in it is a JSON *string* in Rust's shortest round-trip notation
+//! included; files written before `transparency` was stored read as `"composite"`, what
+//! they trained with). Every floating-point value in it is a JSON *string* in Rust's shortest round-trip notation
 //! (`"0.00016"`, `"-0.0"`, `"inf"`): `serde_json`'s default number parser is not correctly
 //! rounded for every value, and strings read back bit for bit (NaN comes back as a NaN, its
 //! payload not kept). Integers, `u64` included, are JSON integers.
@@ -73,7 +74,7 @@ use splat_render::ShPrecision;
 use crate::dataset::{Dataset, LoadOptions};
 use crate::densify::{DefaultConfig, McmcConfig, Strategy};
 use crate::loss::LossWeights;
-use crate::train::{HostOptimizerState, LearningRates, RunSnapshot, TrainConfig};
+use crate::train::{HostOptimizerState, LearningRates, RunSnapshot, TrainConfig, Transparency};
 
 /// The first eight bytes of every checkpoint.
 pub const MAGIC: [u8; 8] = *b"SPLATCKP";
@@ -999,6 +1000,8 @@ struct ConfigDoc {
     background: [F32; 3],
     learning_rates: LearningRatesDoc,
     loss_weights: LossWeightsDoc,
+    #[serde(default)]
+    transparency: TransparencyDoc,
 }
 
 impl From<&TrainConfig> for ConfigDoc {
@@ -1015,6 +1018,7 @@ impl From<&TrainConfig> for ConfigDoc {
             background,
             learning_rates,
             loss_weights,
+            transparency,
         } = config;
         Self {
             steps: *steps,
@@ -1028,6 +1032,7 @@ impl From<&TrainConfig> for ConfigDoc {
             background: background.map(F32),
             learning_rates: learning_rates.into(),
             loss_weights: loss_weights.into(),
+            transparency: transparency.into(),
         }
     }
 }
@@ -1046,6 +1051,7 @@ impl From<ConfigDoc> for TrainConfig {
             background,
             learning_rates,
             loss_weights,
+            transparency,
         } = doc;
         Self {
             steps,
@@ -1059,6 +1065,38 @@ impl From<ConfigDoc> for TrainConfig {
             background: background.map(|v| v.0),
             learning_rates: learning_rates.into(),
             loss_weights: loss_weights.into(),
+            transparency: transparency.into(),
+        }
+    }
+}
+
+/// `"composite"`, `"random_background"` or `{"alpha_loss": "0.1"}`.
+#[derive(Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum TransparencyDoc {
+    /// What checkpoints written before the field trained with.
+    #[default]
+    Composite,
+    RandomBackground,
+    AlphaLoss(F32),
+}
+
+impl From<&Transparency> for TransparencyDoc {
+    fn from(transparency: &Transparency) -> Self {
+        match *transparency {
+            Transparency::Composite => Self::Composite,
+            Transparency::RandomBackground => Self::RandomBackground,
+            Transparency::AlphaLoss(weight) => Self::AlphaLoss(F32(weight)),
+        }
+    }
+}
+
+impl From<TransparencyDoc> for Transparency {
+    fn from(doc: TransparencyDoc) -> Self {
+        match doc {
+            TransparencyDoc::Composite => Self::Composite,
+            TransparencyDoc::RandomBackground => Self::RandomBackground,
+            TransparencyDoc::AlphaLoss(weight) => Self::AlphaLoss(weight.0),
         }
     }
 }
@@ -1426,5 +1464,41 @@ impl Xxh64 {
         hash ^= hash >> 29;
         hash = hash.wrapping_mul(P3);
         hash ^ (hash >> 32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::densify::DefaultConfig;
+
+    /// A checkpoint written before `transparency` was stored trained on the composited
+    /// images: it reads back as `Composite`, whatever today's default is; one written before
+    /// `sh_precision` was stored trained in f32.
+    #[test]
+    fn configs_without_transparency_read_as_composite() {
+        let config = TrainConfig {
+            steps: 10,
+            sh_degree: 3,
+            sh_degree_interval: 1000,
+            sh_precision: ShPrecision::F16,
+            strategy: Strategy::Default(DefaultConfig::default()),
+            max_splats: 100,
+            eval_every: 0,
+            seed: 1,
+            background: [0.0; 3],
+            learning_rates: LearningRates::default(),
+            loss_weights: crate::loss::LossWeights::default(),
+            transparency: Transparency::RandomBackground,
+        };
+        let mut json = serde_json::to_value(ConfigDoc::from(&config)).expect("serialise");
+        let written: ConfigDoc = serde_json::from_value(json.clone()).expect("read back");
+        assert_eq!(TrainConfig::from(written), config);
+        let fields = json.as_object_mut().expect("an object");
+        fields.remove("transparency");
+        fields.remove("sh_precision");
+        let old = TrainConfig::from(serde_json::from_value::<ConfigDoc>(json).expect("older"));
+        assert_eq!(old.transparency, Transparency::Composite);
+        assert_eq!(old.sh_precision, ShPrecision::F32);
     }
 }

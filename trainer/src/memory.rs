@@ -15,7 +15,7 @@
 //! ```text
 //! peak = margin · ( max(state(C) + frame(growth · C, growth · I),   a step; see the table
 //!                       refinement(C))                              the scratch let go
-//!                 + 60 B · P + 32 B · T                gradient image, targets, loss maps, sums
+//!                 + 62 B · P + 32 B · T                gradient image, targets, loss maps, sums
 //!                 + a few KiB                          uniforms, scan/sort parameters, readback )
 //! ```
 //!
@@ -40,8 +40,8 @@
 //! | rasterizer scratch, per intersection of capacity: tile ids 4, intersection ids 4, their splats 4, dL/dprojected partials 36, tile sort 8.1 | 56.1 | | | |
 //!
 //! Per pixel: in the frame scratch image 16, final transmittance 4, last entry 4; beside it
-//! `v_image` 16, two streamed targets 8, loss maps 36. Per tile: ranges 8 in the frame
-//! scratch; loss sums 16 and their readback 16.
+//! `v_image` 16, two streamed targets 10 (RGBA8 and an alpha plane), loss maps 36. Per tile:
+//! ranges 8 in the frame scratch; loss sums 16 and their readback 16.
 //!
 //! So the peak is a step's: a splat at SH 3 takes 956 + 1.5 × 76.1 ≈ 1,070 bytes (818 with
 //! 16-bit SH), plus 1.5 × 56.1 ≈ 84 bytes for each tile it touches (the backward pass's
@@ -74,7 +74,7 @@ use crate::dataset::Dataset;
 use crate::densify::{DefaultConfig, McmcConfig, Strategy};
 use crate::init::splats_from_points;
 use crate::loss::LossWeights;
-use crate::train::{ImagePlacement, LearningRates, TrainConfig, Trainer};
+use crate::train::{ImagePlacement, LearningRates, TrainConfig, Trainer, Transparency};
 
 /// Tile intersections per splat that [`RunShape::new`] assumes: the most seen in any view of
 /// a real training run (desk-statue-colmap at 128×84 pixels, from its 1,443 COLMAP points,
@@ -102,7 +102,7 @@ const DENSIFY_UNIFORM_BYTES: u64 = 9 * 256;
 /// (renderer.rs).
 const FRAME_FIXED_BYTES: u64 = 160 + 5 * MIN_SCRATCH_BUFFER;
 /// The loss's parameter block (loss/mod.rs, `LossParams`).
-const LOSS_PARAMS_BYTES: u64 = 32;
+const LOSS_PARAMS_BYTES: u64 = 48;
 /// Bytes per pixel of the loss's derivative maps (3 channels × 3 maps × f32).
 const LOSS_MAPS_BYTES_PER_PIXEL: u64 = 36;
 /// Elements per block of the prefix scan and the radix sort (kernels/{scan,sort}.rs).
@@ -264,8 +264,10 @@ impl MemoryModel {
         // `StepScratch`, loss/mod.rs `LossScratch`).
         let mut kept = Tally::default();
         kept.add(Category::RasterizerScratch, pixels * 16); // v_image
-        // Every view's RGBA8 image, or the two a streamed run keeps.
-        let images = if shape.resident_images > 0 { shape.resident_images } else { 2 * pixels * 4 };
+        // Every view's RGBA8 image, or the two a streamed run keeps (counted with an alpha
+        // plane, which a dataset with transparency adds: a byte a pixel).
+        let streamed = 2 * 4 * crate::loss::target_words(pixels, true);
+        let images = if shape.resident_images > 0 { shape.resident_images } else { streamed };
         kept.add(Category::DatasetImages, images);
         kept.add(Category::RasterizerScratch, pixels * LOSS_MAPS_BYTES_PER_PIXEL);
         kept.add(Category::RasterizerScratch, tiles * 16); // per-tile sums
@@ -633,6 +635,7 @@ impl MeasuredRun {
             background: [0.0; 3],
             learning_rates: LearningRates::default(),
             loss_weights: LossWeights::default(),
+            transparency: Transparency::default(),
         }
     }
 

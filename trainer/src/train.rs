@@ -23,7 +23,9 @@ use splat_render::{
 
 use crate::dataset::{Dataset, View};
 use crate::densify::{Densifier, RefineStats, Strategy, TrainState};
-use crate::loss::{ImageLoss, LossScratch, LossWeights, MetricsRing};
+use crate::loss::{
+    ImageLoss, LossImages, LossScratch, LossWeights, MetricsRing, TargetTransparency, target_words,
+};
 use crate::optim::{Adam, ParamGroup};
 
 /// The 3DGS learning rates (gaussian-splatting's `OptimizationParams`).
@@ -75,6 +77,35 @@ impl LearningRates {
     }
 }
 
+/// How a run uses the transparency of RGBA images ([`View::alpha`]: alpha composited over the
+/// background at load). Runs on datasets without transparency ignore it.
+///
+/// Without supervision, a splat the colour of the background is as good as no splat in every
+/// training view, and an object capture's empty space fills with a haze that shows in front
+/// of the object from any other viewpoint.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Transparency {
+    /// Train on the images as composited at load; the alpha is not supervised.
+    Composite,
+    /// Each step renders over a random colour (from the seed and the step) and puts the
+    /// image over the same colour, so only what is transparent in the image may show the
+    /// background.
+    RandomBackground,
+    /// The images as composited at load, plus this weight times the mean absolute error of
+    /// the rendered alpha against the image's.
+    AlphaLoss(f32),
+}
+
+/// The weight of [`Transparency::AlphaLoss`] where none is given: the colour L1's order.
+pub const DEFAULT_ALPHA_LOSS_WEIGHT: f32 = 1.0;
+
+impl Default for Transparency {
+    /// Measured on lego (BENCHMARKS.md, "Object captures").
+    fn default() -> Self {
+        Self::RandomBackground
+    }
+}
+
 /// Everything that decides a run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainConfig {
@@ -95,6 +126,8 @@ pub struct TrainConfig {
     pub background: [f32; 3],
     pub learning_rates: LearningRates,
     pub loss_weights: LossWeights,
+    /// How transparent images are supervised.
+    pub transparency: Transparency,
 }
 
 /// What one step did.
@@ -183,11 +216,15 @@ enum Targets {
     Streamed { slots: [GpuBuffer; 2], pack: Vec<u32> },
 }
 
-/// Bytes of every train and eval image as packed RGBA8: what [`ImagePlacement::Resident`]
-/// puts on the GPU.
+/// Bytes of every train and eval image as packed RGBA8 (with its alpha plane when it has
+/// transparency): what [`ImagePlacement::Resident`] puts on the GPU.
 #[must_use]
 pub fn resident_image_bytes(dataset: &Dataset) -> u64 {
-    dataset.views().map(|v| u64::from(v.camera.width) * u64::from(v.camera.height) * 4).sum()
+    dataset.views().map(|v| 4 * target_words(pixels_of(v), v.alpha.is_some())).sum()
+}
+
+fn pixels_of(view: &View) -> u64 {
+    u64::from(view.camera.width) * u64::from(view.camera.height)
 }
 
 /// Upload in batches of at most this many bytes, waiting for each, so that wgpu's staging
@@ -235,16 +272,17 @@ impl Targets {
             ImagePlacement::Streamed => {
                 let (width, height) = dataset.largest_image();
                 let pixels = u64::from(width) * u64::from(height);
+                let words = target_words(pixels, dataset.has_transparency());
                 let slot = |i: usize| {
                     ctx.create_buffer(
                         &format!("target image {i}"),
-                        pixels * 4,
+                        words * 4,
                         storage,
                         Category::DatasetImages,
                         owner,
                     )
                 };
-                pack.reserve(pixels as usize);
+                pack.reserve(words as usize);
                 Ok(Self::Streamed { slots: [slot(0)?, slot(1)?], pack })
             }
         }
@@ -391,7 +429,8 @@ pub fn scene_extent(dataset: &Dataset) -> f32 {
 }
 
 /// Packs `view`'s image as RGBA8 words into `out` (reused: no allocation once it is large
-/// enough), its mask in the alpha byte (the loss's pixel weight; 255 without a mask).
+/// enough), its mask in the alpha byte (the loss's pixel weight; 255 without a mask), and,
+/// when it has transparency, its alpha plane after the pixels (`loss::target_words`).
 fn pack_rgba8(view: &View, out: &mut Vec<u32>) {
     out.clear();
     let rgb = view.image.pixels().map(|p| p.0);
@@ -401,6 +440,20 @@ fn pack_rgba8(view: &View, out: &mut Vec<u32>) {
         ),
         None => out.extend(rgb.map(|[r, g, b]| u32::from_le_bytes([r, g, b, 255]))),
     }
+    if let Some(alpha) = &view.alpha {
+        out.extend(alpha.as_raw().chunks(4).map(|bytes| {
+            let mut word = [0; 4];
+            word[..bytes.len()].copy_from_slice(bytes);
+            u32::from_le_bytes(word)
+        }));
+    }
+}
+
+/// A random colour, uniform in the RGB cube, for 0-based step `step` of a run seeded `seed`.
+#[must_use]
+pub fn random_background(seed: u64, step: u32) -> [f32; 3] {
+    let mut state = seed ^ u64::from(step).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xba5e_c010;
+    std::array::from_fn(|_| (splitmix(&mut state) >> 40) as f32 / (1u64 << 24) as f32)
 }
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -603,6 +656,32 @@ impl Trainer {
         }
     }
 
+    /// The background the training render of 0-based step `step` is drawn over: a random
+    /// colour under [`Transparency::RandomBackground`] on a dataset with transparency (every
+    /// view then: an opaque view says the splats in front of it are opaque), otherwise the
+    /// one the images were composited over.
+    fn training_background(&self, step: u32) -> [f32; 3] {
+        match self.config.transparency {
+            Transparency::RandomBackground if self.dataset.has_transparency() => {
+                random_background(self.config.seed, step)
+            }
+            _ => self.config.background,
+        }
+    }
+
+    /// How the loss of 0-based step `step` on train view `view` uses its transparency.
+    fn training_transparency(&self, view: usize, step: u32) -> TargetTransparency {
+        let alpha_plane = self.dataset.train[view].alpha.is_some();
+        let background = self.training_background(step);
+        let shift = std::array::from_fn(|c| background[c] - self.config.background[c]);
+        match self.config.transparency {
+            Transparency::AlphaLoss(weight) if self.dataset.has_transparency() => {
+                TargetTransparency { alpha_plane, background_shift: shift, alpha_weight: weight }
+            }
+            _ => TargetTransparency { alpha_plane, background_shift: shift, alpha_weight: 0.0 },
+        }
+    }
+
     /// The training view of 0-based step `step`: epochs over a seeded shuffle of the views.
     fn view_for_step(&mut self, step: u32) -> usize {
         let n = self.dataset.train.len();
@@ -707,7 +786,8 @@ impl Trainer {
         let ctx = self.ctx.clone();
         let view = self.current_view();
         let camera: Camera = self.dataset.train[view].camera;
-        let settings = self.settings();
+        let settings =
+            RenderSettings { background: self.training_background(self.step), ..self.settings() };
         let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
             return Err(if self.run.is_some() { paused() } else { torn_down() });
         };
@@ -760,6 +840,7 @@ impl Trainer {
         let camera = self.dataset.train[view].camera;
         let (rates, extent, step0) = (self.config.learning_rates, self.extent, self.step);
         let sh_degree = self.active_sh_degree();
+        let transparency = self.training_transparency(view, step0);
         let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
             return Err(if self.run.is_some() { paused() } else { torn_down() });
         };
@@ -773,15 +854,19 @@ impl Trainer {
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
             kernels.renderer.forward_finish(&ctx, &mut encoder, &mut scratch.frame, counts)?;
             let target = scratch.targets.get(TargetRef::Train(view, (step0 % 2) as usize));
-            kernels.loss.encode(
+            let images = LossImages {
+                rendered: &scratch.frame.image,
+                target,
+                width: camera.width,
+                height: camera.height,
+                v_image: Some(&scratch.v_image),
+            };
+            kernels.loss.encode_with(
                 &ctx,
                 &mut encoder,
-                &scratch.frame.image,
-                target,
-                camera.width,
-                camera.height,
+                images,
                 config.loss_weights,
-                Some(&scratch.v_image),
+                transparency,
                 &scratch.loss,
             )?;
             scratch.metrics.record(&mut encoder, &scratch.loss, step_number)?;

@@ -15,7 +15,9 @@ use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::formats::Splats;
 use splat_trainer::loss::LossWeights;
-use splat_trainer::train::{HostOptimizerState, LearningRates, RunSnapshot, TrainConfig};
+use splat_trainer::train::{
+    HostOptimizerState, LearningRates, RunSnapshot, TrainConfig, Transparency,
+};
 
 /// `SplitMix64`: deterministic test data.
 struct Rng(u64);
@@ -118,6 +120,11 @@ fn random_config(rng: &mut Rng, mcmc: bool) -> TrainConfig {
             quats: rng.f32_not_nan(),
         },
         loss_weights: LossWeights { l1: rng.f32_not_nan(), ssim: rng.f32_not_nan() },
+        transparency: match rng.next() % 3 {
+            0 => Transparency::Composite,
+            1 => Transparency::RandomBackground,
+            _ => Transparency::AlphaLoss(rng.f32_not_nan()),
+        },
     }
 }
 

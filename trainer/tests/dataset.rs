@@ -82,6 +82,22 @@ fn alpha_is_composited_over_background() {
     // The object itself is opaque and identical on both backgrounds.
     let centre = |dataset: &Dataset| *dataset.eval[0].image.get_pixel(400, 400);
     assert_eq!(centre(&black), centre(&white));
+    // The alpha is kept beside the composite (training puts the image over other colours
+    // with it): the two composites differ by 255·(1 − α), up to each one's rounding.
+    for (b, w) in black.views().zip(white.views()) {
+        let alpha = b.alpha.as_ref().expect("lego is transparent");
+        assert_eq!(alpha.dimensions(), b.image.dimensions());
+        assert_eq!(w.alpha.as_ref(), Some(alpha));
+        for ((pb, pw), a) in b.image.pixels().zip(w.image.pixels()).zip(alpha.pixels()) {
+            let over = 255 - i32::from(a[0]);
+            for c in 0..3 {
+                let difference = i32::from(pw[c]) - i32::from(pb[c]);
+                assert!((difference - over).abs() <= 1, "{}: {difference} vs {over}", b.name);
+            }
+        }
+    }
+    assert_eq!(black.eval[0].alpha.as_ref().map(|a| a.get_pixel(0, 0)[0]), Some(0));
+    assert!(load("desk-statue-colmap").views().all(|view| view.alpha.is_none()), "JPEGs");
 }
 
 #[test]
@@ -313,6 +329,60 @@ fn random_points_fill_camera_bounds_deterministically() {
     );
     assert_eq!(points, dataset.random_points(10_000, 7));
     assert_ne!(points, dataset.random_points(10_000, 8));
+}
+
+/// How many of `views`' cameras see `point` (in front, inside the image).
+fn seen_by(views: &[View], point: Vec3) -> usize {
+    views
+        .iter()
+        .filter(|view| {
+            let (u, v, z) = project(&view.camera, point);
+            let (w, h) = (view.camera.width as f32, view.camera.height as f32);
+            z > 0.0 && (0.0..w).contains(&u) && (0.0..h).contains(&v)
+        })
+        .count()
+}
+
+/// Training's random initialisation on an object capture (lego: 43 train cameras on a
+/// hemisphere of radius 4 around the object): every point is seen by at least half the
+/// training cameras, the points fill a region about the object instead of the padded camera
+/// box, and a seed gives the same points. Most points of the camera box are seen by fewer.
+#[test]
+fn random_init_points_lie_where_the_cameras_look() {
+    let options = LoadOptions { max_resolution: 100, ..LoadOptions::default() };
+    let dataset = load_with("lego-blender", &options);
+    let half = dataset.train.len().div_ceil(2);
+    let points = dataset.random_init_points(5_000, 3);
+    assert_eq!(points.len(), 5_000);
+    assert!(!points.has_color);
+    assert!(points.colors.iter().flatten().all(|&v| (v - 0.5).abs() < f32::EPSILON));
+    let positions: Vec<Vec3> = points.positions.iter().map(|p| Vec3::from(*p)).collect();
+    for p in &positions {
+        assert!(seen_by(&dataset.train, *p) >= half, "{p} is seen by fewer than {half}");
+    }
+    let (lo, hi) =
+        positions.iter().fold((Vec3::MAX, Vec3::MIN), |(lo, hi), &p| (lo.min(p), hi.max(p)));
+    let (box_lo, box_hi) = dataset.padded_camera_box();
+    eprintln!("random init: {lo} .. {hi}; padded camera box {box_lo} .. {box_hi}");
+    // The cameras' 40° views overlap about the object's centre (the origin, where their axes
+    // meet): within ~2.5 units across and, seen from above, down to ~3.5 below (seen:
+    // -1.8..2.5 × -2.3..2.3 × -3.3..1.4), where the camera box is 10 × 10 × 5 above z = -0.35.
+    let focus = nearest_point_to_axes(&dataset.train.iter().collect::<Vec<_>>());
+    assert!(focus.length() < 0.1, "{focus}");
+    assert!(lo.cmpgt(Vec3::new(-3.0, -3.0, -4.0)).all(), "{lo}");
+    assert!(hi.cmplt(Vec3::new(3.0, 3.0, 2.0)).all(), "{hi}");
+    assert!(lo.z < box_lo.z - 1.0, "below the cameras' box: {lo} vs {box_lo}");
+    let volume = |lo: Vec3, hi: Vec3| (hi - lo).x * (hi - lo).y * (hi - lo).z;
+    assert!(volume(lo, hi) < 0.25 * volume(box_lo, box_hi));
+    assert_eq!(points, dataset.random_init_points(5_000, 3));
+    assert_ne!(points, dataset.random_init_points(5_000, 4));
+    // The padded camera box, for comparison: most of it is seen by fewer than half.
+    let boxed = dataset.random_points(5_000, 3);
+    let common =
+        boxed.positions.iter().filter(|p| seen_by(&dataset.train, Vec3::from(**p)) >= half);
+    let fraction = common.count() as f64 / 5_000.0;
+    eprintln!("padded camera box: {:.1} % seen by half the cameras", 100.0 * fraction);
+    assert!(fraction < 0.1, "{fraction}");
 }
 
 /// Writes every file under `dir` into a zip, under `prefix` (`""` = the archive root).
@@ -593,7 +663,9 @@ fn masks_come_from_a_masks_folder_or_the_alpha_channel() {
     let view = &rgba.train[0];
     let mask = view.mask.as_ref().expect("alpha as mask");
     assert!(mask.pixels().any(|p| p[0] == 0) && mask.pixels().any(|p| p[0] == 255));
+    assert!(view.alpha.is_none(), "the alpha is the mask, not a transparency to learn");
     let plain =
         load_with("lego-blender", &LoadOptions { max_resolution: 100, ..LoadOptions::default() });
     assert!(plain.train[0].mask.is_none(), "composited, not masked");
+    assert!(plain.train[0].alpha.is_some(), "composited, its transparency kept");
 }

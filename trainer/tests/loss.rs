@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use splat_render::wgpu::{self, BufferUsages, naga};
 use splat_render::{Category, GpuBuffer, GpuContext, Owner};
+use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::loss::reference::{self, Rgb};
 use splat_trainer::loss::{
-    C1, C2, ImageLoss, ImageMetrics, LossScratch, LossWeights, RADIUS, SIGMA, WINDOW,
-    gaussian_window, shader_sources,
+    C1, C2, ImageLoss, ImageMetrics, LossImages, LossScratch, LossWeights, RADIUS, SIGMA,
+    TargetTransparency, WINDOW, gaussian_window, shader_sources, target_words,
 };
 
 const GARBAGE: f32 = -12345.0;
@@ -523,6 +524,170 @@ fn gpu_matches_reference_on_a_real_image_pair() {
     assert!(psnr > 8.0 && psnr < 40.0, "{psnr}");
     assert!(ssim > 0.05 && ssim < 0.99, "{ssim}");
     gpu.finish();
+}
+
+/// A transparent image (lego, RGBA, composited over one colour at load) against a render over
+/// another colour, with the alpha loss: the GPU puts the target over the render's background
+/// from its alpha plane and adds the alpha term's gradient, as the reference does; then a
+/// band of the image masked out, which must leave both terms there.
+#[test]
+fn gpu_matches_reference_with_transparency() {
+    let loaded = [0.2_f32, 0.4, 0.6];
+    let options = LoadOptions { max_resolution: 40, background: loaded, ..LoadOptions::default() };
+    let dataset = load_dataset(&lego(), &options).unwrap();
+    let view = &dataset.train[3];
+    let alpha = view.alpha.as_ref().expect("lego's images are transparent");
+    let (w, h) = (view.camera.width as usize, view.camera.height as usize);
+    let render_background = [0.9_f32, 0.1, 0.35];
+    let shift: [f32; 3] = std::array::from_fn(|c| render_background[c] - loaded[c]);
+    let alpha_weight = 0.7_f32;
+    // The render: the image over the render's background, plus noise, and a noisy alpha.
+    let mut rng = Rng(21);
+    let mut render = Vec::with_capacity(w * h);
+    for (p, a) in view.image.pixels().zip(alpha.pixels()) {
+        let a = f32::from(a[0]) / 255.0;
+        let mut rgba = [0.0; 4];
+        for c in 0..3 {
+            let over = f32::from(p[c]) / 255.0 + shift[c] * (1.0 - a);
+            rgba[c] = over + (0.2 * (rng.unit() - 0.5)) as f32;
+        }
+        rgba[3] = (f64::from(a) + 0.3 * (rng.unit() - 0.5)).clamp(0.0, 1.0) as f32;
+        render.push(rgba);
+    }
+    let gpu = Gpu::new(w as u32, h as u32);
+    let weights = LossWeights::default();
+    let transparency =
+        TargetTransparency { alpha_plane: true, background_shift: shift, alpha_weight };
+    for (label, mask) in [("lego, no mask", None), ("lego, a masked band", Some(12))] {
+        let mut target: Vec<u32> = view
+            .image
+            .pixels()
+            .enumerate()
+            .map(|(i, p)| {
+                let weight = if mask.is_some_and(|band| i % w < band) { 0 } else { 255 };
+                u32::from_le_bytes([p[0], p[1], p[2], weight])
+            })
+            .collect();
+        target.extend(
+            alpha.as_raw().chunks(4).map(|b| {
+                u32::from_le_bytes(std::array::from_fn(|k| b.get(k).copied().unwrap_or(0)))
+            }),
+        );
+        assert_eq!(target.len() as u64, target_words((w * h) as u64, true));
+        let pair = Pair { width: w, height: h, render: render.clone(), target };
+        let rendered = gpu.upload("rendered", bytemuck::cast_slice(&pair.render));
+        let target = gpu.upload("target", bytemuck::cast_slice(&pair.target));
+        let v_image = gpu.upload("v_image", bytemuck::cast_slice(&vec![GARBAGE; w * h * 4]));
+        let ctx = &gpu.ctx;
+        let mut encoder =
+            ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        let images = LossImages {
+            rendered: &rendered,
+            target: &target,
+            width: w as u32,
+            height: h as u32,
+            v_image: Some(&v_image),
+        };
+        gpu.loss
+            .encode_with(ctx, &mut encoder, images, weights, transparency, &gpu.scratch)
+            .unwrap();
+        ctx.queue.submit([encoder.finish()]);
+        let metrics = gpu.loss.read_metrics(ctx, &gpu.scratch).unwrap();
+        let gradient: Vec<[f32; 4]> = splat_render::gpu_splats::read_f32(ctx, &v_image, w * h * 4)
+            .unwrap()
+            .chunks_exact(4)
+            .map(|v| [v[0], v[1], v[2], v[3]])
+            .collect();
+
+        // The reference, on the inputs as the GPU reads them (bytes / 255 in f32).
+        // (The first W·H words are the pixels; the alpha plane follows.)
+        let (render_rgb, mut stored) = pair.reference_images();
+        stored.truncate(w * h);
+        let mut weight = pair.reference_mask();
+        weight.truncate(w * h);
+        let alpha_f: Vec<f64> =
+            alpha.pixels().map(|a| f64::from(f32::from(a[0]) / 255.0)).collect();
+        let over = reference::over_background(&stored, &alpha_f, shift.map(f64::from));
+        let (expected, expected_grad) =
+            reference::masked(&render_rgb, &over, Some(&weight), w, h, weights);
+        let render_alpha: Vec<f64> = pair.render.iter().map(|p| f64::from(p[3])).collect();
+        let (_, expected_alpha_grad) =
+            reference::alpha_l1(&render_alpha, &alpha_f, Some(&weight), f64::from(alpha_weight));
+        eprintln!("{label}: GPU {metrics:?}\n{label}: ref {expected:?}");
+        // As in `compare`: f32 sums of ≤ 768 terms a tile; the shifted target adds one f32
+        // multiply-add a value (relative 1e-7).
+        assert!((metrics.l1 - expected.l1).abs() < 1e-6 * expected.l1, "{label}: L1");
+        assert!((metrics.mse - expected.mse).abs() < 1e-6 * expected.mse, "{label}: MSE");
+        assert!((metrics.ssim - expected.ssim).abs() < 1e-5, "{label}: SSIM");
+        // Had the target not been moved to the render's background, L1 would be far larger.
+        let unshifted = reference::masked(&render_rgb, &stored, Some(&weight), w, h, weights).0;
+        assert!(unshifted.l1 > 2.0 * expected.l1, "{label}: {unshifted:?}");
+
+        let (mut rgb_error, mut rgb_scale) = (0.0_f64, 0.0_f64);
+        for (i, (g, r)) in gradient.iter().zip(&expected_grad).enumerate() {
+            for c in 0..3 {
+                rgb_error = rgb_error.max((f64::from(g[c]) - r[c]).abs());
+                rgb_scale = rgb_scale.max(r[c].abs());
+            }
+            // The alpha term is exact: ±weight·w/(W·H) or 0, one f32 rounding.
+            let a = expected_alpha_grad[i];
+            assert!(
+                (f64::from(g[3]) - a).abs() <= 1e-6 * a.abs(),
+                "{label}: alpha gradient at {i}: {} vs {a}",
+                g[3]
+            );
+        }
+        // The tolerance of `compare`, for the same reason.
+        assert!(rgb_error < 1e-3 * rgb_scale, "{label}: {rgb_error:e} of {rgb_scale:e}");
+        assert!(expected_alpha_grad.iter().any(|&a| a != 0.0), "{label}: an alpha gradient");
+    }
+    gpu.finish();
+}
+
+/// An opaque view of a transparent dataset (no alpha plane) with a background shift and the
+/// alpha loss: α = 1, so the target is the one stored and the alpha loss asks for an opaque
+/// render.
+#[test]
+fn gpu_opaque_target_keeps_its_colours_under_a_shift() {
+    let (w, h) = (37, 23);
+    let gpu = Gpu::new(w as u32, h as u32);
+    let weights = LossWeights::default();
+    let alpha_weight = 0.7_f32;
+    let transparency = TargetTransparency {
+        alpha_plane: false,
+        background_shift: [0.7, -0.3, 0.25],
+        alpha_weight,
+    };
+    let pair = Pair::random(w, h, 0.2, 5);
+    let rendered = gpu.upload("rendered", bytemuck::cast_slice(&pair.render));
+    let target = gpu.upload("target", bytemuck::cast_slice(&pair.target));
+    let v_image = gpu.upload("v_image", bytemuck::cast_slice(&vec![GARBAGE; w * h * 4]));
+    let ctx = &gpu.ctx;
+    let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+    let images = LossImages {
+        rendered: &rendered,
+        target: &target,
+        width: w as u32,
+        height: h as u32,
+        v_image: Some(&v_image),
+    };
+    gpu.loss.encode_with(ctx, &mut encoder, images, weights, transparency, &gpu.scratch).unwrap();
+    ctx.queue.submit([encoder.finish()]);
+    let metrics = gpu.loss.read_metrics(ctx, &gpu.scratch).unwrap();
+    let plain = gpu.run(&pair, weights, false).metrics;
+    assert_eq!(metrics, plain, "no plane: the target as stored");
+    let gradient = splat_render::gpu_splats::read_f32(ctx, &v_image, w * h * 4).unwrap();
+    let render_alpha: Vec<f64> = pair.render.iter().map(|p| f64::from(p[3])).collect();
+    let (_, expected) =
+        reference::alpha_l1(&render_alpha, &vec![1.0; w * h], None, f64::from(alpha_weight));
+    for (g, a) in gradient.chunks_exact(4).zip(&expected) {
+        assert!((f64::from(g[3]) - a).abs() <= 1e-6 * a.abs(), "{} vs {a}", g[3]);
+    }
+    gpu.finish();
+}
+
+fn lego() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/datasets/lego-blender")
 }
 
 /// Identical images: loss 0, SSIM 1, MSE 0 and a zero gradient, exactly. The kernels arrange

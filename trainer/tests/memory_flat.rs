@@ -15,7 +15,7 @@ use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::init::splats_from_points;
 use splat_trainer::loss::LossWeights;
-use splat_trainer::train::{LearningRates, TrainConfig, Trainer};
+use splat_trainer::train::{LearningRates, TrainConfig, Trainer, Transparency};
 
 fn rss_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
@@ -50,6 +50,7 @@ fn training_steps_do_not_grow_memory() {
             background: [0.0; 3],
             learning_rates: LearningRates::default(),
             loss_weights: LossWeights::default(),
+            transparency: Transparency::default(),
         };
         let mut trainer =
             Trainer::new(&ctx, Arc::clone(&data), &init, config, Owner::Run(9)).unwrap();

@@ -12,7 +12,7 @@ use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::init::splats_from_points;
 use splat_trainer::loss::LossWeights;
-use splat_trainer::train::{LearningRates, RunSnapshot, TrainConfig, Trainer};
+use splat_trainer::train::{LearningRates, RunSnapshot, TrainConfig, Trainer, Transparency};
 
 const STEPS: u32 = 2000;
 
@@ -37,6 +37,7 @@ fn config(strategy: Strategy) -> TrainConfig {
         background: [0.0; 3],
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
+        transparency: Transparency::default(),
     }
 }
 

@@ -21,7 +21,7 @@ use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::sample_scene::{self, IMAGE_SIZE, INIT_POINT_COUNT, VIEW_COUNT};
-use splat_trainer::train::{LearningRates, TrainConfig, Trainer};
+use splat_trainer::train::{LearningRates, TrainConfig, Trainer, Transparency};
 
 fn committed_zip() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/sample-scene.zip")
@@ -184,6 +184,7 @@ fn short_training_run_learns_the_scene() {
         background: [0.0; 3],
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
+        transparency: Transparency::default(),
     };
     let start = Instant::now();
     let mut trainer = Trainer::new(&ctx, Arc::clone(&data), &init, config, Owner::Run(11)).unwrap();

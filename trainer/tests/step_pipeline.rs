@@ -12,7 +12,7 @@ use splat_trainer::init::splats_from_points;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::train::{
     ImagePlacement, LearningRates, RunSnapshot, StepMetrics, TrainConfig, TrainKernels, Trainer,
-    resident_image_bytes,
+    Transparency, resident_image_bytes,
 };
 
 fn dataset() -> Arc<Dataset> {
@@ -36,6 +36,7 @@ fn config() -> TrainConfig {
         background: [0.0; 3],
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
+        transparency: Transparency::default(),
     }
 }
 

@@ -10,7 +10,7 @@ use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::loss::LossWeights;
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
-use splat_trainer::train::{LearningRates, TrainConfig};
+use splat_trainer::train::{LearningRates, TrainConfig, Transparency};
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -36,6 +36,7 @@ fn config(steps: u32) -> TrainConfig {
         background: [0.0; 3],
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
+        transparency: Transparency::default(),
     }
 }
 

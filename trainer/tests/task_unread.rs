@@ -11,7 +11,7 @@ use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::loss::LossWeights;
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
-use splat_trainer::train::{LearningRates, TrainConfig};
+use splat_trainer::train::{LearningRates, TrainConfig, Transparency};
 
 const WAIT: Duration = Duration::from_secs(300);
 
@@ -59,6 +59,7 @@ fn unread_progress_keeps_the_ledger_flat() {
         background: [0.0; 3],
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
+        transparency: Transparency::default(),
     };
     task.send(Command::Start { config }).unwrap();
     // The step the run has reached, from the viewer slot (refreshed every 10 steps): the

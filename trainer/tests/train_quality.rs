@@ -10,7 +10,7 @@ use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
 use splat_trainer::loss::LossWeights;
-use splat_trainer::train::{LearningRates, TrainConfig, Trainer};
+use splat_trainer::train::{LearningRates, TrainConfig, Trainer, Transparency};
 
 fn config(strategy: Strategy, steps: u32) -> TrainConfig {
     TrainConfig {
@@ -25,6 +25,7 @@ fn config(strategy: Strategy, steps: u32) -> TrainConfig {
         background: [0.0; 3],
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
+        transparency: Transparency::default(),
     }
 }
 

@@ -15,7 +15,9 @@ use splat_trainer::memory::{MemoryModel, RunShape, default_budget};
 use splat_trainer::render::view_controller::{ViewController, scene_focus, scene_up};
 use splat_trainer::render::{Camera, GpuContext, LedgerSnapshot, ShPrecision};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
-use splat_trainer::train::{ImagePlacement, LearningRates, StepMetrics, StepStats, TrainConfig};
+use splat_trainer::train::{
+    ImagePlacement, LearningRates, StepMetrics, StepStats, TrainConfig, Transparency,
+};
 
 use super::files::{FileEvent, Files, OpenKind, Opened, SaveKind};
 use super::history::History;
@@ -64,6 +66,8 @@ pub struct Settings {
     pub max_resolution: u32,
     /// Use RGBA images' alpha as their mask (applied when the dataset is (re)loaded).
     pub alpha_as_mask: bool,
+    /// How transparent images are supervised (runs on opaque datasets ignore it).
+    pub transparency: Transparency,
     pub eval_every: u32,
     pub memory_budget_mib: u64,
     pub seed: u64,
@@ -100,6 +104,7 @@ impl Settings {
             background: [0.0; 3],
             learning_rates: LearningRates::default(),
             loss_weights: LossWeights::default(),
+            transparency: self.transparency,
         }
     }
 
@@ -285,6 +290,7 @@ impl SplatApp {
             sh_precision: ShPrecision::default(),
             max_resolution: 1600,
             alpha_as_mask: false,
+            transparency: Transparency::default(),
             eval_every: 500,
             memory_budget_mib: args.memory_budget.unwrap_or_else(|| default_budget(&gpu)) >> 20,
             seed: 0,

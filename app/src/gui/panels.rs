@@ -4,6 +4,7 @@ use egui::{Color32, Key, KeyboardShortcut, Modifiers, RichText, Sense, Vec2};
 use egui_plot::{Legend, Line, Plot, PlotPoints};
 use splat_trainer::render::{Category, Owner, ShPrecision};
 use splat_trainer::task::TaskState;
+use splat_trainer::train::{DEFAULT_ALPHA_LOSS_WEIGHT, Transparency};
 
 use super::app::{Level, RunInfo, SplatApp, StrategyChoice, ViewMode};
 use super::files::{OpenKind, SaveKind};
@@ -304,6 +305,7 @@ impl SplatApp {
                  compositing them over the background; applied when the dataset is (re)loaded",
             );
             ui.end_row();
+            transparency_row(ui, editable, &mut settings.transparency);
             let label = ui.label("Eval every");
             ui.add(
                 egui::DragValue::new(&mut settings.eval_every).range(0..=100_000).suffix(" steps"),
@@ -865,4 +867,42 @@ fn run_eta(run: &RunInfo) -> String {
 
 fn file_name(path: &std::path::Path) -> String {
     path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into())
+}
+
+/// The settings' transparency row: its label and combo box.
+fn transparency_row(ui: &mut egui::Ui, editable: bool, transparency: &mut Transparency) {
+    let label = ui.label("Transparency");
+    ui.add_enabled_ui(editable, |ui| transparency_choice(ui, transparency).labelled_by(label.id))
+        .response
+        .on_hover_text(
+            "How a transparent image's alpha is learnt: each step over a random colour, an L1 \
+             loss on the rendered alpha, or not at all (only the colour it was composited \
+             over)",
+        );
+    ui.end_row();
+}
+
+/// The transparency combo box of the settings.
+fn transparency_choice(ui: &mut egui::Ui, transparency: &mut Transparency) -> egui::Response {
+    let name = |t: &Transparency| match t {
+        Transparency::RandomBackground => "Random background",
+        Transparency::AlphaLoss(_) => "Alpha loss",
+        Transparency::Composite => "Composite",
+    };
+    egui::ComboBox::from_id_salt("transparency")
+        .selected_text(name(transparency))
+        .show_ui(ui, |ui| {
+            for choice in [
+                Transparency::RandomBackground,
+                Transparency::AlphaLoss(DEFAULT_ALPHA_LOSS_WEIGHT),
+                Transparency::Composite,
+            ] {
+                let selected =
+                    std::mem::discriminant(transparency) == std::mem::discriminant(&choice);
+                if ui.selectable_label(selected, name(&choice)).clicked() {
+                    *transparency = choice;
+                }
+            }
+        })
+        .response
 }

@@ -122,6 +122,27 @@ pub fn undistort(
     Undistorted { image: out, mask: (!all_kept).then_some(kept) }
 }
 
+/// An image's alpha channel as the pinhole camera `camera` would have seen it: the same
+/// bilinear resampling as [`undistort`]'s colours (which were composited over the background
+/// before, and compositing commutes with it), 0 where the source does not cover the pixel
+/// (those pixels are masked anyway).
+#[must_use]
+pub fn undistort_alpha(alpha: &GrayImage, camera: Pinhole, distortion: &Distortion) -> GrayImage {
+    let (width, height) = alpha.dimensions();
+    let (max_x, max_y) = (f64::from(width) - 1.0, f64::from(height) - 1.0);
+    GrayImage::from_fn(width, height, |u, v| {
+        let x = (f64::from(u) + 0.5 - camera.cx) / camera.fx;
+        let y = (f64::from(v) + 0.5 - camera.cy) / camera.fy;
+        let (xd, yd) = distortion.distort(x, y);
+        let (sx, sy) = (xd * camera.fx + camera.cx - 0.5, yd * camera.fy + camera.cy - 0.5);
+        if (0.0..=max_x).contains(&sx) && (0.0..=max_y).contains(&sy) {
+            Luma([bilinear::<_, 1>(alpha, sx, sy)[0].round() as u8])
+        } else {
+            Luma([0])
+        }
+    })
+}
+
 /// The image bilinearly at `(x, y)` in pixel-index space, within `[0, w − 1] × [0, h − 1]`.
 fn bilinear<P: image::Pixel<Subpixel = u8>, const N: usize>(
     image: &image::ImageBuffer<P, Vec<u8>>,

@@ -21,6 +21,11 @@ pub(crate) struct DecodedImage {
     /// The alpha channel, downscaled likewise, when it was asked for as a mask (the colours are
     /// then not composited).
     pub alpha: Option<GrayImage>,
+    /// The alpha channel, downscaled likewise, when the colours were composited over the
+    /// background and some pixel is not opaque: what training needs to put the image over
+    /// another colour (`image + (other − background)·(1 − α)`, linear, so downscaling keeps
+    /// it true) or to supervise the rendered alpha.
+    pub transparency: Option<GrayImage>,
 }
 
 /// Decodes an image file's bytes, composites alpha over `background` (0..1) (or, with
@@ -45,18 +50,31 @@ pub(crate) fn decode(
             downscale(rgb, width, height)
         }
     };
-    let (rgb, alpha) = match (decoded.color().has_alpha(), alpha_as_mask) {
+    let (rgb, alpha, transparency) = match (decoded.color().has_alpha(), alpha_as_mask) {
         (true, true) => {
             let rgba = decoded.into_rgba8();
-            let alpha = GrayImage::from_fn(file_width, file_height, |x, y| {
-                image::Luma([rgba.get_pixel(x, y)[3]])
-            });
-            (DynamicImage::ImageRgba8(rgba).into_rgb8(), Some(resize_gray(alpha, width, height)))
+            let alpha = alpha_channel(&rgba);
+            let rgb = DynamicImage::ImageRgba8(rgba).into_rgb8();
+            (rgb, Some(resize_gray(alpha, width, height)), None)
         }
-        (true, false) => (composite_over(&decoded.into_rgba8(), background), None),
-        (false, _) => (decoded.into_rgb8(), None),
+        (true, false) => {
+            let rgba = decoded.into_rgba8();
+            let alpha = alpha_channel(&rgba);
+            // An RGBA file that is opaque everywhere has nothing to supervise.
+            let transparent = alpha.as_raw().iter().any(|&a| a < u8::MAX);
+            let rgb = composite_over(&rgba, background);
+            (rgb, None, transparent.then(|| resize_gray(alpha, width, height)))
+        }
+        (false, _) => (decoded.into_rgb8(), None, None),
     };
-    Ok(DecodedImage { image: resized(rgb), file_width, file_height, alpha })
+    Ok(DecodedImage { image: resized(rgb), file_width, file_height, alpha, transparency })
+}
+
+/// The alpha channel of `rgba`.
+fn alpha_channel(rgba: &RgbaImage) -> GrayImage {
+    let alpha: Vec<u8> = rgba.as_raw().chunks_exact(4).map(|pixel| pixel[3]).collect();
+    GrayImage::from_raw(rgba.width(), rgba.height(), alpha)
+        .unwrap_or_else(|| GrayImage::new(rgba.width(), rgba.height()))
 }
 
 /// Decodes a mask image (any format; its luma, 0 = left out) at `width` × `height`.

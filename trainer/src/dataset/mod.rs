@@ -6,13 +6,13 @@
 //!   intrinsics), with `transforms_test.json` / `_val` as eval views.
 //!
 //! Images decode in parallel, are downscaled so their long side is at most
-//! [`LoadOptions::max_resolution`], and stay on the CPU as 8-bit RGB. Cameras use the `OpenCV`
-//! convention (x right, y down, z forward) whatever the source format.
+//! [`LoadOptions::max_resolution`], and stay on the CPU as 8-bit RGB (with their transparency,
+//! [`View::alpha`], where an RGBA source had any). Cameras use the `OpenCV` convention (x
+//! right, y down, z forward) whatever the source format.
 //!
-//! Lens distortion is **not** undistorted: COLMAP's `SIMPLE_RADIAL` / `RADIAL` / `OPENCV`
-//! coefficients and `transforms.json`'s `k1 k2 k3 k4 p1 p2` are ignored and the images used as
-//! pinhole images; when any coefficient is non-zero, [`Dataset::warnings`] holds one warning
-//! saying so. Other COLMAP models (fisheye, ...) are an error.
+//! Lens distortion (COLMAP's radial, `OpenCV` and fisheye models, `transforms.json`'s `k1 k2
+//! k3 k4 p1 p2`) is undistorted at load to the pinhole camera of the same intrinsics
+//! ([`distortion`]); other COLMAP models are an error.
 //!
 //! Entry point: [`load_dataset`].
 
@@ -42,6 +42,17 @@ use views::PendingView;
 const INIT_POINT_FILES: [&str; 2] = ["init.ply", "points3D.ply"];
 /// Colour of random initial points (0..1).
 const NEUTRAL_GREY: [f32; 3] = [0.5; 3];
+/// A random initial point is kept where at least this fraction of the training cameras see
+/// it (in front of the camera, inside its image). Half, not all: a camera that frames the
+/// subject tightly, or sees it from below, should not cut off what the others agree on; and
+/// of lego's cameras, which all frame the whole object, half already bound a region of
+/// 2–3 units across where the padded camera box is ~10 (`trainer/tests/dataset.rs`).
+const COMMON_VIEW_FRACTION: f64 = 0.5;
+/// Points on random camera rays that find the region the cameras see in common.
+const PROBE_POINTS: usize = 16_384;
+/// Draws per wanted point before [`Dataset::random_init_points`] stops filtering (a region
+/// seen in common that fills under 1/64 of its own bounding box).
+const MAX_DRAWS_PER_POINT: usize = 64;
 
 pub use splat_render::Camera;
 
@@ -62,6 +73,12 @@ pub struct View {
     /// size: from a `masks/` file, the alpha channel ([`LoadOptions::alpha_as_mask`]), and
     /// the pixels undistortion had no source for. `None`: every pixel counts.
     pub mask: Option<image::GrayImage>,
+    /// The source's transparency, 0 (transparent) to 255 (opaque), at the image's size, when
+    /// it had an alpha channel that is not opaque everywhere and was composited over
+    /// [`LoadOptions::background`] (not used as the mask). Training uses it to put the image
+    /// over another colour (`image + (colour − background)·(1 − α)`) or to supervise the
+    /// rendered alpha (`train::Transparency`). `None`: opaque.
+    pub alpha: Option<image::GrayImage>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,6 +234,12 @@ impl Dataset {
         self.views().find(|view| view.index == index)
     }
 
+    /// Whether any view has transparency ([`View::alpha`]).
+    #[must_use]
+    pub fn has_transparency(&self) -> bool {
+        self.views().any(|view| view.alpha.is_some())
+    }
+
     /// Axis-aligned bounds (min, max) of the camera centres of all views, in world units;
     /// `(0, 0)` for a dataset without views.
     #[must_use]
@@ -228,22 +251,153 @@ impl Dataset {
         centres.fold((first, first), |(min, max), p| (min.min(p), max.max(p)))
     }
 
-    /// `count` points drawn uniformly in [`Self::scene_bounds`], neutral grey, for datasets
-    /// without an initial point cloud. The same `seed` gives the same points. The box is
-    /// padded by a tenth of its largest side (at least one world unit), so that cameras in a
-    /// plane or a single camera still give a box with volume.
+    /// [`Self::scene_bounds`] padded by a tenth of its largest side (at least one world
+    /// unit), so that cameras in a plane or a single camera still give a box with volume.
     #[must_use]
-    pub fn random_points(&self, count: usize, seed: u64) -> PointCloud {
+    pub fn padded_camera_box(&self) -> (Vec3, Vec3) {
         let (min, max) = self.scene_bounds();
         let pad = Vec3::splat(((max - min).max_element() * 0.1).max(1.0));
-        let (min, max) = (min - pad, max + pad);
+        (min - pad, max + pad)
+    }
+
+    /// `count` points drawn uniformly in [`Self::padded_camera_box`], neutral grey. The same
+    /// `seed` gives the same points. What the memory measurements and `bench-train` start
+    /// from (a spread of splats in and out of view, as their figures were taken with);
+    /// training starts from [`Self::random_init_points`].
+    #[must_use]
+    pub fn random_points(&self, count: usize, seed: u64) -> PointCloud {
+        let (min, max) = self.padded_camera_box();
         let mut rng = SplitMix64::new(seed);
-        let positions: Vec<[f32; 3]> = (0..count)
+        let positions: Vec<[f32; 3]> = (0..count).map(|_| draw(&mut rng, min, max)).collect();
+        grey_cloud(positions)
+    }
+
+    /// `count` random points, neutral grey, where the training cameras look in common: for
+    /// datasets without an initial point cloud. A point is kept when at least half the
+    /// training cameras ([`COMMON_VIEW_FRACTION`]) see it (in front, inside the image). The
+    /// same `seed` gives the same points.
+    ///
+    /// How: [`PROBE_POINTS`] probes on random camera rays (a random training camera, pixel
+    /// and depth up to the padded camera box's diagonal) find the region; the points are then
+    /// uniform in it, drawn by rejection inside the bounding box of the probes that passed
+    /// (grown by their spacing). Probes on rays rather than in the camera box: what the
+    /// cameras see may lie outside their own box (an object below a ring of cameras, a
+    /// scene in front of a forward-facing capture).
+    ///
+    /// Why not the padded camera box: for an object capture, most of that box is empty space
+    /// that every view sees as background. A random splat there is never in front of the
+    /// object in a training view, so nothing pulls it away, and in novel views it is a haze
+    /// in front of the object (lego: 18 dB on unseen views, BENCHMARKS.md); and most of the
+    /// box's splats are outside every view, costing memory and projection for nothing.
+    ///
+    /// Where no probe is seen by half the cameras, the fraction halves until some probe is
+    /// (down to one camera); where the region fills under 1/[`MAX_DRAWS_PER_POINT`] of its
+    /// bounding box, the last points are drawn in that box unfiltered. A dataset without
+    /// views gets [`Self::random_points`].
+    #[must_use]
+    pub fn random_init_points(&self, count: usize, seed: u64) -> PointCloud {
+        let cameras: Vec<&Camera> = if self.train.is_empty() {
+            self.views().map(|v| &v.camera).collect()
+        } else {
+            self.train.iter().map(|v| &v.camera).collect()
+        };
+        if cameras.is_empty() {
+            return self.random_points(count, seed);
+        }
+        let visibility = Visibility::new(&cameras);
+        let (box_min, box_max) = self.padded_camera_box();
+        let far = (box_max - box_min).length();
+        let mut rng = SplitMix64::new(seed);
+        let probes: Vec<Vec3> = (0..PROBE_POINTS)
             .map(|_| {
-                let unit = Vec3::new(rng.next_f32(), rng.next_f32(), rng.next_f32());
-                (min + unit * (max - min)).to_array()
+                let camera = cameras[(rng.next_u64() % cameras.len() as u64) as usize];
+                let (u, v) =
+                    (rng.next_f32() * camera.width as f32, rng.next_f32() * camera.height as f32);
+                // (0, far]: a point at the camera's centre is seen by nothing.
+                let depth = (1.0 - rng.next_f32()) * far;
+                let ray = Vec3::new((u - camera.cx) / camera.fx, (v - camera.cy) / camera.fy, 1.0);
+                camera.world_from_camera.transform_point3(ray * depth)
             })
             .collect();
-        PointCloud { colors: vec![NEUTRAL_GREY; positions.len()], positions, has_color: false }
+        let seen_by: Vec<usize> = probes.iter().map(|&p| visibility.seen_by(p)).collect();
+        let mut needed = ((cameras.len() as f64 * COMMON_VIEW_FRACTION).ceil() as usize).max(1);
+        let (lo, hi, passed) = loop {
+            let passed: Vec<Vec3> = probes
+                .iter()
+                .zip(&seen_by)
+                .filter(|&(_, &seen)| seen >= needed)
+                .map(|(&p, _)| p)
+                .collect();
+            if let Some(&first) = passed.first() {
+                let (lo, hi) =
+                    passed.iter().fold((first, first), |(lo, hi), &p| (lo.min(p), hi.max(p)));
+                break (lo, hi, passed.len());
+            }
+            // Every probe is seen by its own camera, so this ends at one camera.
+            needed = (needed / 2).max(1);
+        };
+        // The passed probes' spacing: the region's true edge lies up to about this beyond.
+        let size = (hi - lo).max(Vec3::splat(f32::EPSILON));
+        let spacing = (size.x * size.y * size.z / passed as f32).cbrt();
+        let (lo, hi) = (lo - spacing, hi + spacing);
+        let mut positions = Vec::with_capacity(count);
+        let mut draws = 0;
+        while positions.len() < count {
+            let p = draw(&mut rng, lo, hi);
+            draws += 1;
+            if draws > count.saturating_mul(MAX_DRAWS_PER_POINT)
+                || visibility.seen_by(Vec3::from(p)) >= needed
+            {
+                positions.push(p);
+            }
+        }
+        grey_cloud(positions)
+    }
+}
+
+/// A point drawn uniformly in the box `min`..`max`.
+fn draw(rng: &mut SplitMix64, min: Vec3, max: Vec3) -> [f32; 3] {
+    let unit = Vec3::new(rng.next_f32(), rng.next_f32(), rng.next_f32());
+    (min + unit * (max - min)).to_array()
+}
+
+fn grey_cloud(positions: Vec<[f32; 3]>) -> PointCloud {
+    PointCloud { colors: vec![NEUTRAL_GREY; positions.len()], positions, has_color: false }
+}
+
+/// Which cameras see a point: in front of the camera and inside its image.
+struct Visibility {
+    /// Per camera: world-to-camera, and the intrinsics with the image size.
+    cameras: Vec<(glam::Affine3A, [f32; 6])>,
+}
+
+impl Visibility {
+    fn new(cameras: &[&Camera]) -> Self {
+        let cameras = cameras
+            .iter()
+            .map(|c| {
+                let world_from_camera = glam::Affine3A::from_mat4(c.world_from_camera);
+                (
+                    world_from_camera.inverse(),
+                    [c.fx, c.fy, c.cx, c.cy, c.width as f32, c.height as f32],
+                )
+            })
+            .collect();
+        Self { cameras }
+    }
+
+    /// How many of the cameras see `point`.
+    fn seen_by(&self, point: Vec3) -> usize {
+        self.cameras
+            .iter()
+            .filter(|(camera_from_world, [fx, fy, cx, cy, width, height])| {
+                let p = camera_from_world.transform_point3(point);
+                if p.z <= 0.0 {
+                    return false;
+                }
+                let (u, v) = (fx * p.x / p.z + cx, fy * p.y / p.z + cy);
+                (0.0..*width).contains(&u) && (0.0..*height).contains(&v)
+            })
+            .count()
     }
 }

@@ -4,7 +4,7 @@
 use glam::Mat4;
 use rayon::prelude::*;
 
-use super::distortion::{Distortion, Pinhole, undistort};
+use super::distortion::{Distortion, Pinhole, undistort, undistort_alpha};
 use super::images;
 use super::intrinsics::IntrinsicsSpec;
 use super::source::DatasetSource;
@@ -76,7 +76,7 @@ fn load_view(
         }
         (file, alpha) => file.or(alpha),
     };
-    let (image, mask) = match &pending.distortion {
+    let (image, mask, alpha) = match &pending.distortion {
         Some(distortion) => {
             let pinhole = Pinhole {
                 fx: intrinsics.fx,
@@ -85,9 +85,10 @@ fn load_view(
                 cy: intrinsics.cy,
             };
             let undistorted = undistort(&decoded.image, mask.as_ref(), pinhole, distortion);
-            (undistorted.image, undistorted.mask)
+            let alpha = decoded.transparency.map(|a| undistort_alpha(&a, pinhole, distortion));
+            (undistorted.image, undistorted.mask, alpha)
         }
-        None => (decoded.image, mask),
+        None => (decoded.image, mask, decoded.transparency),
     };
     let camera = Camera {
         width,
@@ -98,7 +99,7 @@ fn load_view(
         cy: intrinsics.cy as f32,
         world_from_camera: pending.world_from_camera,
     };
-    Ok(View { index: 0, name: pending.image_path, camera, image, mask })
+    Ok(View { index: 0, name: pending.image_path, camera, image, mask, alpha })
 }
 
 /// The mask of the image at `image_path`, if the dataset has one: in `masks/` beside the

@@ -21,32 +21,44 @@
 // the tile sums carry Σw, by which the CPU divides the metrics. The gradient's scales stay
 // 1/(3·W·H): a counted pixel weighs the same whatever its image's mask. w = 1 exactly for an
 // opaque byte, so unmasked images give the same bits as without masks.
+//
+// Transparency: a target may carry an alpha plane after its H·W pixels (four pixels a word,
+// pixel i in byte i % 4 of word H·W + i / 4), the image's own alpha α. Its colours were
+// composited over one background at load; the render is over another (a random colour per
+// step), so the target's colour is moved to that one: y = stored + shift·(1 − α), with shift
+// the render's background minus the load's. The L1 loss on the rendered alpha adds
+// alpha_scale·w·|α_render − α| a pixel, whose gradient goes to v_image's alpha.
 
 struct LossParams {
     width: u32,
     height: u32,
     // 1: write the derivative maps for `ssim_backward`.
     write_maps: u32,
-    _pad0: u32,
+    // 1: `ground_truth` has an alpha plane after its pixels.
+    alpha_plane: u32,
     // dL/d|x − y| per element: w_l1 / (3·W·H).
     l1_scale: f32,
     // dL/dS per element: −w_ssim / (3·W·H).
     ssim_scale: f32,
-    _pad1: u32,
-    _pad2: u32,
+    // dL/d|α_render − α| per pixel: w_alpha / (W·H); 0 without the alpha loss.
+    alpha_scale: f32,
+    _pad0: u32,
+    // xyz: the render's background minus the one the target was composited over.
+    background_shift: vec4<f32>,
 }
 
 @group(0) @binding(0) var<storage, read> params: LossParams;
 // [H·W] rgb + alpha of the render, row-major.
 @group(0) @binding(1) var<storage, read> rendered: array<vec4<f32>>;
-// [H·W] ground truth, RGBA8 packed (r in the low byte); alpha is the pixel's weight.
+// [H·W] ground truth, RGBA8 packed (r in the low byte); alpha is the pixel's weight. With
+// `alpha_plane`, [⌈H·W / 4⌉] more words: the image's alpha, a byte a pixel.
 @group(0) @binding(2) var<storage, read> ground_truth: array<u32>;
 // [3 channels, 3 maps, H·W]: ∂S/∂μx, ∂S/∂P, ∂S/∂Q of channel c at (3c + k)·H·W + pixel.
 @group(0) @binding(3) var<storage, read_write> maps: array<f32>;
 // [tiles] per-tile sums: (Σw(1 − S), Σw|x − y|, Σw(x − y)² over pixels and channels, Σw over
 // pixels).
 @group(0) @binding(4) var<storage, read_write> partials: array<vec4<f32>>;
-// [H·W] dL/d(rgb, alpha) of the render; alpha's is 0.
+// [H·W] dL/d(rgb, alpha) of the render; alpha's is 0 without the alpha loss.
 @group(0) @binding(5) var<storage, read_write> v_image: array<vec4<f32>>;
 
 const SPAN: u32 = TILE + 2u * RADIUS;     // a tile and its halo, per side
@@ -54,9 +66,19 @@ const TILE_PIXELS: u32 = TILE * TILE;     // = invocations per workgroup
 const SPAN_PIXELS: u32 = SPAN * SPAN;     // the tile with its halo
 const ROW_PIXELS: u32 = SPAN * TILE;      // after the horizontal pass: SPAN rows × TILE columns
 
-/// Channel `c` of ground-truth pixel `i`, in 0..1.
+/// The image's alpha at pixel `i`, in 0..1 (1 without an alpha plane).
+fn target_alpha(i: u32) -> f32 {
+    if params.alpha_plane == 0u {
+        return 1.0;
+    }
+    let word = ground_truth[params.width * params.height + i / 4u];
+    return f32((word >> (8u * (i % 4u))) & 0xffu) / 255.0;
+}
+
+/// Channel `c` of ground-truth pixel `i`, in 0..1, over the render's background.
 fn ground_truth_channel(i: u32, c: u32) -> f32 {
-    return f32((ground_truth[i] >> (8u * c)) & 0xffu) / 255.0;
+    let stored = f32((ground_truth[i] >> (8u * c)) & 0xffu) / 255.0;
+    return stored + params.background_shift[c] * (1.0 - target_alpha(i));
 }
 
 /// Weight of ground-truth pixel `i`: its alpha, in 0..1.
@@ -255,6 +277,9 @@ fn ssim_backward(
         workgroupBarrier();
     }
     if inside {
+        if params.alpha_scale != 0.0 {
+            grad.w = params.alpha_scale * weight(i) * sign(rendered[i].w - target_alpha(i));
+        }
         v_image[i] = grad;
     }
 }

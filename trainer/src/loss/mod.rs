@@ -16,7 +16,15 @@
 //! The render is the rasterizer's `array<vec4<f32>>` [H·W] (rgb + alpha, row-major); the
 //! ground truth is packed RGBA8, `array<u32>` [H·W] with r in the low byte, value/255, and
 //! the weight in the alpha byte. The gradient, when asked for, is dL/d(rgb, alpha) as
-//! `array<vec4<f32>>` [H·W], alpha's always 0.
+//! `array<vec4<f32>>` [H·W], alpha's 0 without the alpha loss.
+//!
+//! Transparency ([`TargetTransparency`]): the ground truth may carry the image's alpha α as a
+//! plane after its pixels ([`target_words`]). Its colours were composited over one background
+//! at load; a render over another background (training's random colour a step) compares with
+//! `stored + (render background − load background)·(1 − α)`, the image over the render's
+//! background (compositing is linear, so this is exact up to the stored rounding). The
+//! optional L1 loss on alpha adds `w_alpha`·mean(w·|`α_render` − α|) (not in the reported loss
+//! and metrics, which stay the colour's).
 //!
 //! Two kernels, each on 16×16 pixel tiles that blur in workgroup memory (horizontal pass, then
 //! vertical):
@@ -71,7 +79,7 @@ const _: () = assert!(TILE * TILE <= 256, "the WebGPU minimum of invocations per
 
 /// Bytes per pixel of each buffer. Keep in sync with loss.wgsl.
 const RENDERED_BYTES_PER_PIXEL: u64 = 16; // vec4<f32>
-const TARGET_BYTES_PER_PIXEL: u64 = 4; // packed RGBA8
+const TARGET_BYTES_PER_PIXEL: u64 = 4; // packed RGBA8 (the alpha plane is extra)
 const MAPS_BYTES_PER_PIXEL: u64 = 3 * 3 * 4; // 3 channels × 3 maps × f32
 const PARTIAL_BYTES: u64 = 16; // vec4<f32> per tile
 
@@ -174,6 +182,28 @@ impl ImageMetrics {
     }
 }
 
+/// Words of a ground-truth buffer of `pixels` pixels: one packed RGBA8 word a pixel, and with
+/// `alpha_plane` the image's alpha after them, a byte a pixel (four a word, pixel i in byte
+/// i % 4 of word `pixels` + i / 4).
+#[must_use]
+pub fn target_words(pixels: u64, alpha_plane: bool) -> u64 {
+    pixels + if alpha_plane { pixels.div_ceil(4) } else { 0 }
+}
+
+/// How the ground truth's transparency enters the loss (see the module docs). The default
+/// uses none: the image as stored, no alpha loss.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TargetTransparency {
+    /// The target buffer carries an alpha plane ([`target_words`]).
+    pub alpha_plane: bool,
+    /// The render's background minus the one the image was composited over at load: the
+    /// target's colour is moved by this times (1 − α); nothing without the alpha plane.
+    pub background_shift: [f32; 3],
+    /// Weight of the mean absolute error between the rendered alpha and the image's (0:
+    /// none; the image's is 1 everywhere without the alpha plane).
+    pub alpha_weight: f32,
+}
+
 /// Per-encode parameters. Keep in sync with `LossParams` in loss.wgsl.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
@@ -182,15 +212,19 @@ struct LossParams {
     height: u32,
     /// 1: `ssim_forward` writes the derivative maps for `ssim_backward`.
     write_maps: u32,
-    _pad0: u32,
+    /// 1: the target has an alpha plane after its pixels.
+    alpha_plane: u32,
     /// dL/d|x − y| per element: `w_l1` / (3·W·H).
     l1_scale: f32,
     /// dL/dS per element: −`w_ssim` / (3·W·H).
     ssim_scale: f32,
-    _pad1: u32,
-    _pad2: u32,
+    /// dL/d|`α_render` − α| per pixel: `w_alpha` / (W·H).
+    alpha_scale: f32,
+    _pad0: u32,
+    /// xyz: the render's background minus the target's (w unused).
+    background_shift: [f32; 4],
 }
-const _: () = assert!(size_of::<LossParams>() == 32);
+const _: () = assert!(size_of::<LossParams>() == 48);
 
 /// Tiles (workgroups) along x and y for an image.
 fn tile_grid(width: u32, height: u32) -> (u32, u32) {
@@ -261,6 +295,7 @@ struct LossBindings {
     target: wgpu::Buffer,
     v_image: Option<wgpu::Buffer>,
     pixels: u64,
+    alpha_plane: bool,
     forward: wgpu::BindGroup,
     backward: Option<wgpu::BindGroup>,
 }
@@ -506,6 +541,23 @@ impl ImageLoss {
         v_image: Option<&wgpu::Buffer>,
         scratch: &LossScratch,
     ) -> Result<(), GpuError> {
+        let images = LossImages { rendered, target, width, height, v_image };
+        self.encode_with(ctx, encoder, images, weights, TargetTransparency::default(), scratch)
+    }
+
+    /// [`ImageLoss::encode`] with the target's transparency: its alpha plane, the shift of
+    /// its background and the alpha loss ([`TargetTransparency`]; the target then holds
+    /// [`target_words`] words).
+    pub fn encode_with(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        images: LossImages<'_>,
+        weights: LossWeights,
+        transparency: TargetTransparency,
+        scratch: &LossScratch,
+    ) -> Result<(), GpuError> {
+        let LossImages { rendered, target, width, height, v_image } = images;
         let invalid =
             |message: String| GpuError::Validation { label: "image loss".into(), message };
         if width == 0 || height == 0 {
@@ -524,17 +576,20 @@ impl ImageLoss {
             return Err(invalid(format!("{tiles_x}×{tiles_y} tiles is more than {max_groups}")));
         }
         let pixels = u64::from(width) * u64::from(height);
+        // Without a plane the image is opaque (α = 1): a shift moves nothing, and the alpha
+        // loss asks for an opaque render (an opaque view of a transparent dataset).
+        let alpha_plane = transparency.alpha_plane;
+        let target_bytes = target_words(pixels, alpha_plane) * TARGET_BYTES_PER_PIXEL;
         let buffers = [
-            Some(("rendered", rendered, RENDERED_BYTES_PER_PIXEL)),
-            Some(("target", target, TARGET_BYTES_PER_PIXEL)),
-            v_image.map(|v| ("v_image", v, RENDERED_BYTES_PER_PIXEL)),
+            Some(("rendered", rendered, pixels * RENDERED_BYTES_PER_PIXEL)),
+            Some(("target", target, target_bytes)),
+            v_image.map(|v| ("v_image", v, pixels * RENDERED_BYTES_PER_PIXEL)),
         ];
-        for (name, buffer, bytes_per_pixel) in buffers.into_iter().flatten() {
-            if buffer.size() < pixels * bytes_per_pixel {
+        for (name, buffer, bytes) in buffers.into_iter().flatten() {
+            if buffer.size() < bytes {
                 return Err(invalid(format!(
-                    "buffer '{name}' is {} bytes; a {width}×{height} image needs {}",
+                    "buffer '{name}' is {} bytes; a {width}×{height} image needs {bytes}",
                     buffer.size(),
-                    pixels * bytes_per_pixel
                 )));
             }
         }
@@ -544,17 +599,21 @@ impl ImageLoss {
         }
 
         let elements = 3.0 * pixels as f64;
+        let [r, g, b] = transparency.background_shift;
         let params = LossParams {
             width,
             height,
             write_maps: u32::from(v_image.is_some()),
+            alpha_plane: u32::from(alpha_plane),
             l1_scale: (f64::from(weights.l1) / elements) as f32,
             ssim_scale: (-f64::from(weights.ssim) / elements) as f32,
+            alpha_scale: (f64::from(transparency.alpha_weight) / pixels as f64) as f32,
+            background_shift: [r, g, b, 0.0],
             ..LossParams::default()
         };
         ctx.checked("image loss", || {
-            let (forward_group, backward_group) =
-                self.bind_groups(ctx, rendered, target, pixels, v_image, scratch);
+            let binding = Binding { rendered, target, pixels, alpha_plane, v_image };
+            let (forward_group, backward_group) = self.bind_groups(ctx, binding, scratch);
             ctx.queue.write_buffer(&scratch.params, 0, bytemuck::bytes_of(&params));
             ctx.profile_stage("loss");
             {
@@ -589,47 +648,46 @@ impl ImageLoss {
     fn bind_groups(
         &self,
         ctx: &GpuContext,
-        rendered: &wgpu::Buffer,
-        target: &wgpu::Buffer,
-        pixels: u64,
-        v_image: Option<&wgpu::Buffer>,
+        binding: Binding<'_>,
         scratch: &LossScratch,
     ) -> (wgpu::BindGroup, Option<wgpu::BindGroup>) {
+        let Binding { rendered, target, pixels, alpha_plane, v_image } = binding;
         let mut cache = scratch.bindings.lock().unwrap_or_else(PoisonError::into_inner);
         let found = cache.iter().find(|b| {
             b.rendered == *rendered
                 && b.target == *target
                 && b.pixels == pixels
+                && b.alpha_plane == alpha_plane
                 && b.v_image.as_ref() == v_image
         });
         if let Some(b) = found {
             return (b.forward.clone(), b.backward.clone());
         }
         cache.retain(|b| b.rendered == *rendered);
-        let (forward, backward) =
-            self.make_bind_groups(ctx, rendered, target, pixels, v_image, scratch);
+        let (forward, backward) = self.make_bind_groups(ctx, binding, scratch);
         cache.push(LossBindings {
             rendered: rendered.clone(),
             target: target.clone(),
             v_image: v_image.cloned(),
             pixels,
+            alpha_plane,
             forward: forward.clone(),
             backward: backward.clone(),
         });
         (forward, backward)
     }
 
-    /// The images are bound for exactly `pixels` pixels.
+    /// The images are bound for exactly `pixels` pixels (the target with its alpha plane
+    /// when it has one).
     fn make_bind_groups(
         &self,
         ctx: &GpuContext,
-        rendered: &wgpu::Buffer,
-        target: &wgpu::Buffer,
-        pixels: u64,
-        v_image: Option<&wgpu::Buffer>,
+        binding: Binding<'_>,
         scratch: &LossScratch,
     ) -> (wgpu::BindGroup, Option<wgpu::BindGroup>) {
+        let Binding { rendered, target, pixels, alpha_plane, v_image } = binding;
         let image = |buffer, bytes_per_pixel| prefix_binding(buffer, pixels * bytes_per_pixel);
+        let target_bytes = target_words(pixels, alpha_plane) * TARGET_BYTES_PER_PIXEL;
         let common = [
             wgpu::BindGroupEntry {
                 binding: binding::PARAMS,
@@ -641,7 +699,7 @@ impl ImageLoss {
             },
             wgpu::BindGroupEntry {
                 binding: binding::TARGET,
-                resource: image(target, TARGET_BYTES_PER_PIXEL),
+                resource: prefix_binding(target, target_bytes),
             },
             wgpu::BindGroupEntry {
                 binding: binding::MAPS,
@@ -687,6 +745,29 @@ impl ImageLoss {
         ctx.queue.submit([encoder.finish()]);
         pollster::block_on(scratch.read_recorded(ctx, layout))
     }
+}
+
+/// The images of one loss encode.
+#[derive(Clone, Copy, Debug)]
+pub struct LossImages<'a> {
+    /// [H·W] `vec4<f32>`: the render, rgb and alpha.
+    pub rendered: &'a wgpu::Buffer,
+    /// The ground truth: [H·W] packed RGBA8, then its alpha plane if it has one.
+    pub target: &'a wgpu::Buffer,
+    pub width: u32,
+    pub height: u32,
+    /// [H·W] `vec4<f32>`: where the gradient goes; `None`: metrics only.
+    pub v_image: Option<&'a wgpu::Buffer>,
+}
+
+/// What a pair of bind groups binds.
+#[derive(Clone, Copy)]
+struct Binding<'a> {
+    rendered: &'a wgpu::Buffer,
+    target: &'a wgpu::Buffer,
+    pixels: u64,
+    alpha_plane: bool,
+    v_image: Option<&'a wgpu::Buffer>,
 }
 
 /// The training loss of recent steps, read back without waiting: each step copies its

@@ -220,3 +220,44 @@ pub fn masked(
     let metrics = ImageMetrics::from_sums(dissimilarity, abs_sum, squared_sum, elements, weights);
     (metrics, grad)
 }
+
+/// The ground truth put over another background: `stored + shift·(1 − α)` per channel, with
+/// `alpha` the image's alpha (0..1) and `shift` the new background minus the one the image
+/// was composited over (the loss's transparency, loss/mod.rs).
+#[must_use]
+pub fn over_background(gt: &[Rgb], alpha: &[f64], shift: [f64; 3]) -> Vec<Rgb> {
+    assert_eq!(gt.len(), alpha.len(), "image sizes");
+    gt.iter()
+        .zip(alpha)
+        .map(|(y, a)| std::array::from_fn(|c| y[c] + shift[c] * (1.0 - a)))
+        .collect()
+}
+
+/// The alpha loss `weight`·Σ w·|`rendered` − `alpha`| / pixels (w: `mask`, 1 without) and its
+/// gradient with respect to the rendered alpha; sign(0) = 0.
+#[must_use]
+pub fn alpha_l1(
+    rendered: &[f64],
+    alpha: &[f64],
+    mask: Option<&[f64]>,
+    weight: f64,
+) -> (f64, Vec<f64>) {
+    assert_eq!(rendered.len(), alpha.len(), "image sizes");
+    let pixels = rendered.len() as f64;
+    let w = |i: usize| mask.map_or(1.0, |m| m[i]);
+    let loss = (0..rendered.len()).map(|i| w(i) * (rendered[i] - alpha[i]).abs()).sum::<f64>();
+    let grad = (0..rendered.len())
+        .map(|i| {
+            let d = rendered[i] - alpha[i];
+            let sign = if d > 0.0 {
+                1.0
+            } else if d < 0.0 {
+                -1.0
+            } else {
+                0.0
+            };
+            weight * w(i) * sign / pixels
+        })
+        .collect();
+    (weight * loss / pixels, grad)
+}
