@@ -283,8 +283,10 @@ fn images_stay_resident_unless_they_cost_splats() {
     assert_eq!(tight.placement, ImagePlacement::Streamed);
     let resident_cap = model.max_splats_for_budget(streamed_peak, &roomy.shape);
     assert!(u64::from(tight.max_splats) > resident_cap, "streaming bought splats");
+    // Two streamed targets, each RGBA8 with room for an alpha plane.
     let (w, h) = data.largest_image();
-    assert_eq!(images(&tight), 2 * u64::from(w) * u64::from(h) * 4);
+    let pixels = u64::from(w) * u64::from(h);
+    assert_eq!(images(&tight), 2 * 4 * splat_trainer::loss::target_words(pixels, true));
 }
 
 /// A refinement never holds a second copy of the state: at an MCMC refinement at the cap
