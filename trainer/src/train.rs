@@ -393,6 +393,9 @@ pub struct Trainer {
     config: TrainConfig,
     dataset: Arc<Dataset>,
     extent: f32,
+    /// [`TrainConfig::transparency`] where the dataset has transparency, `Composite` where it
+    /// has none (nothing to supervise).
+    transparency: Transparency,
     kernels: Arc<TrainKernels>,
     /// `None` only while a method moves the state between variants.
     run: Option<Run>,
@@ -581,6 +584,11 @@ impl Trainer {
             ctx: ctx.clone(),
             owner,
             extent: scene_extent(&dataset),
+            transparency: if dataset.has_transparency() {
+                config.transparency
+            } else {
+                Transparency::Composite
+            },
             rng,
             config,
             dataset,
@@ -661,10 +669,8 @@ impl Trainer {
     /// view then: an opaque view says the splats in front of it are opaque), otherwise the
     /// one the images were composited over.
     fn training_background(&self, step: u32) -> [f32; 3] {
-        match self.config.transparency {
-            Transparency::RandomBackground if self.dataset.has_transparency() => {
-                random_background(self.config.seed, step)
-            }
+        match self.transparency {
+            Transparency::RandomBackground => random_background(self.config.seed, step),
             _ => self.config.background,
         }
     }
@@ -674,12 +680,11 @@ impl Trainer {
         let alpha_plane = self.dataset.train[view].alpha.is_some();
         let background = self.training_background(step);
         let shift = std::array::from_fn(|c| background[c] - self.config.background[c]);
-        match self.config.transparency {
-            Transparency::AlphaLoss(weight) if self.dataset.has_transparency() => {
-                TargetTransparency { alpha_plane, background_shift: shift, alpha_weight: weight }
-            }
-            _ => TargetTransparency { alpha_plane, background_shift: shift, alpha_weight: 0.0 },
-        }
+        let alpha_weight = match self.transparency {
+            Transparency::AlphaLoss(weight) => weight,
+            _ => 0.0,
+        };
+        TargetTransparency { alpha_plane, background_shift: shift, alpha_weight }
     }
 
     /// The training view of 0-based step `step`: epochs over a seeded shuffle of the views.
