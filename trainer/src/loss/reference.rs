@@ -204,13 +204,7 @@ pub fn masked(
             let d = x[i] - y[i];
             abs_sum += weight(i) * d.abs();
             squared_sum += weight(i) * d * d;
-            let sign = if d > 0.0 {
-                1.0
-            } else if d < 0.0 {
-                -1.0
-            } else {
-                0.0
-            };
+            let sign = sign_or_zero(d);
             let d_ssim = d_mu[i] + 2.0 * x[i] * d_xx[i] + y[i] * d_xy[i];
             g[c] = (w_l1 * weight(i) * sign - w_ssim * d_ssim) / (3.0 * pixels);
         }
@@ -249,15 +243,20 @@ pub fn alpha_l1(
     let grad = (0..rendered.len())
         .map(|i| {
             let d = rendered[i] - alpha[i];
-            let sign = if d > 0.0 {
-                1.0
-            } else if d < 0.0 {
-                -1.0
-            } else {
-                0.0
-            };
+            let sign = sign_or_zero(d);
             weight * w(i) * sign / pixels
         })
         .collect();
     (weight * loss / pixels, grad)
+}
+
+/// The L1 loss's derivative: the sign of `d`, 0 at ±0 (`f64::signum` gives ±1 there).
+fn sign_or_zero(d: f64) -> f64 {
+    if d > 0.0 {
+        1.0
+    } else if d < 0.0 {
+        -1.0
+    } else {
+        0.0
+    }
 }
