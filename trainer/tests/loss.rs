@@ -162,12 +162,38 @@ impl Gpu {
 
     /// Uploads the pair (and a garbage-filled gradient buffer), encodes, submits, reads.
     fn run(&self, pair: &Pair, weights: LossWeights, gradient: bool) -> GpuResult {
+        self.run_with(pair, weights, TargetTransparency::default(), gradient)
+    }
+
+    /// [`Gpu::run`] with the target's transparency (`pair.target` then carries its alpha
+    /// plane when `transparency` says so).
+    fn run_with(
+        &self,
+        pair: &Pair,
+        weights: LossWeights,
+        transparency: TargetTransparency,
+        gradient: bool,
+    ) -> GpuResult {
         let rendered = self.upload("rendered", bytemuck::cast_slice(&pair.render));
         let target = self.upload("target", bytemuck::cast_slice(&pair.target));
         let v_image =
             self.upload("v_image", bytemuck::cast_slice(&vec![GARBAGE; pair.render.len() * 4]));
-        let metrics =
-            self.encode_and_read(&rendered, &target, pair, weights, gradient.then_some(&*v_image));
+        let ctx = &self.ctx;
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("loss test") });
+        let images = LossImages {
+            rendered: &rendered,
+            target: &target,
+            width: pair.width as u32,
+            height: pair.height as u32,
+            v_image: gradient.then_some(&*v_image),
+        };
+        self.loss
+            .encode_with(ctx, &mut encoder, images, weights, transparency, &self.scratch)
+            .unwrap();
+        ctx.queue.submit([encoder.finish()]);
+        let metrics = self.loss.read_metrics(ctx, &self.scratch).unwrap();
         let gradient = gradient.then(|| {
             let floats =
                 splat_render::gpu_splats::read_f32(&self.ctx, &v_image, pair.render.len() * 4)
@@ -575,29 +601,8 @@ fn gpu_matches_reference_with_transparency() {
         );
         assert_eq!(target.len() as u64, target_words((w * h) as u64, true));
         let pair = Pair { width: w, height: h, render: render.clone(), target };
-        let rendered = gpu.upload("rendered", bytemuck::cast_slice(&pair.render));
-        let target = gpu.upload("target", bytemuck::cast_slice(&pair.target));
-        let v_image = gpu.upload("v_image", bytemuck::cast_slice(&vec![GARBAGE; w * h * 4]));
-        let ctx = &gpu.ctx;
-        let mut encoder =
-            ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-        let images = LossImages {
-            rendered: &rendered,
-            target: &target,
-            width: w as u32,
-            height: h as u32,
-            v_image: Some(&v_image),
-        };
-        gpu.loss
-            .encode_with(ctx, &mut encoder, images, weights, transparency, &gpu.scratch)
-            .unwrap();
-        ctx.queue.submit([encoder.finish()]);
-        let metrics = gpu.loss.read_metrics(ctx, &gpu.scratch).unwrap();
-        let gradient: Vec<[f32; 4]> = splat_render::gpu_splats::read_f32(ctx, &v_image, w * h * 4)
-            .unwrap()
-            .chunks_exact(4)
-            .map(|v| [v[0], v[1], v[2], v[3]])
-            .collect();
+        let GpuResult { metrics, gradient } = gpu.run_with(&pair, weights, transparency, true);
+        let gradient = gradient.unwrap();
 
         // The reference, on the inputs as the GPU reads them (bytes / 255 in f32).
         // (The first W·H words are the pixels; the alpha plane follows.)
@@ -659,28 +664,13 @@ fn gpu_opaque_target_keeps_its_colours_under_a_shift() {
         alpha_weight,
     };
     let pair = Pair::random(w, h, 0.2, 5);
-    let rendered = gpu.upload("rendered", bytemuck::cast_slice(&pair.render));
-    let target = gpu.upload("target", bytemuck::cast_slice(&pair.target));
-    let v_image = gpu.upload("v_image", bytemuck::cast_slice(&vec![GARBAGE; w * h * 4]));
-    let ctx = &gpu.ctx;
-    let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-    let images = LossImages {
-        rendered: &rendered,
-        target: &target,
-        width: w as u32,
-        height: h as u32,
-        v_image: Some(&v_image),
-    };
-    gpu.loss.encode_with(ctx, &mut encoder, images, weights, transparency, &gpu.scratch).unwrap();
-    ctx.queue.submit([encoder.finish()]);
-    let metrics = gpu.loss.read_metrics(ctx, &gpu.scratch).unwrap();
+    let GpuResult { metrics, gradient } = gpu.run_with(&pair, weights, transparency, true);
     let plain = gpu.run(&pair, weights, false).metrics;
     assert_eq!(metrics, plain, "no plane: the target as stored");
-    let gradient = splat_render::gpu_splats::read_f32(ctx, &v_image, w * h * 4).unwrap();
     let render_alpha: Vec<f64> = pair.render.iter().map(|p| f64::from(p[3])).collect();
     let (_, expected) =
         reference::alpha_l1(&render_alpha, &vec![1.0; w * h], None, f64::from(alpha_weight));
-    for (g, a) in gradient.chunks_exact(4).zip(&expected) {
+    for (g, a) in gradient.unwrap().iter().zip(&expected) {
         assert!((f64::from(g[3]) - a).abs() <= 1e-6 * a.abs(), "{} vs {a}", g[3]);
     }
     gpu.finish();

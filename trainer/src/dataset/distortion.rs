@@ -98,17 +98,13 @@ pub fn undistort(
     let mut out = RgbImage::new(width, height);
     let mut kept = GrayImage::new(width, height);
     let mut all_kept = true;
-    let (max_x, max_y) = (f64::from(width) - 1.0, f64::from(height) - 1.0);
     for v in 0..height {
-        let y = (f64::from(v) + 0.5 - camera.cy) / camera.fy;
         for u in 0..width {
-            let x = (f64::from(u) + 0.5 - camera.cx) / camera.fx;
-            let (xd, yd) = distortion.distort(x, y);
-            // Source position in pixel-index space (centres at integers).
-            let (sx, sy) = (xd * camera.fx + camera.cx - 0.5, yd * camera.fy + camera.cy - 0.5);
-            let inside = (0.0..=max_x).contains(&sx) && (0.0..=max_y).contains(&sy);
-            let covered = inside && mask.is_none_or(|m| bilinear::<_, 1>(m, sx, sy)[0] >= 127.5);
-            if inside {
+            let source = source_point(u, v, (width, height), camera, distortion);
+            let covered = source.is_some_and(|(sx, sy)| {
+                mask.is_none_or(|m| bilinear::<_, 1>(m, sx, sy)[0] >= 127.5)
+            });
+            if let Some((sx, sy)) = source {
                 let rgb: [f64; 3] = bilinear(image, sx, sy);
                 out.put_pixel(u, v, image::Rgb(rgb.map(|c| c.round() as u8)));
             }
@@ -128,19 +124,30 @@ pub fn undistort(
 /// (those pixels are masked anyway).
 #[must_use]
 pub fn undistort_alpha(alpha: &GrayImage, camera: Pinhole, distortion: &Distortion) -> GrayImage {
-    let (width, height) = alpha.dimensions();
-    let (max_x, max_y) = (f64::from(width) - 1.0, f64::from(height) - 1.0);
-    GrayImage::from_fn(width, height, |u, v| {
-        let x = (f64::from(u) + 0.5 - camera.cx) / camera.fx;
-        let y = (f64::from(v) + 0.5 - camera.cy) / camera.fy;
-        let (xd, yd) = distortion.distort(x, y);
-        let (sx, sy) = (xd * camera.fx + camera.cx - 0.5, yd * camera.fy + camera.cy - 0.5);
-        if (0.0..=max_x).contains(&sx) && (0.0..=max_y).contains(&sy) {
-            Luma([bilinear::<_, 1>(alpha, sx, sy)[0].round() as u8])
-        } else {
-            Luma([0])
-        }
+    let size = alpha.dimensions();
+    GrayImage::from_fn(size.0, size.1, |u, v| {
+        let source = source_point(u, v, size, camera, distortion);
+        Luma([source.map_or(0, |(sx, sy)| bilinear::<_, 1>(alpha, sx, sy)[0].round() as u8)])
     })
+}
+
+/// Where pixel (`u`, `v`) of the pinhole image comes from in the distorted source of the same
+/// `size`, in pixel-index space (centres at integers); `None` outside the source's pixel
+/// centres.
+fn source_point(
+    u: u32,
+    v: u32,
+    (width, height): (u32, u32),
+    camera: Pinhole,
+    distortion: &Distortion,
+) -> Option<(f64, f64)> {
+    let x = (f64::from(u) + 0.5 - camera.cx) / camera.fx;
+    let y = (f64::from(v) + 0.5 - camera.cy) / camera.fy;
+    let (xd, yd) = distortion.distort(x, y);
+    let (sx, sy) = (xd * camera.fx + camera.cx - 0.5, yd * camera.fy + camera.cy - 0.5);
+    let inside = (0.0..=f64::from(width) - 1.0).contains(&sx)
+        && (0.0..=f64::from(height) - 1.0).contains(&sy);
+    inside.then_some((sx, sy))
 }
 
 /// The image bilinearly at `(x, y)` in pixel-index space, within `[0, w − 1] × [0, h − 1]`.
