@@ -93,3 +93,127 @@ fn ci_runs_exactly_the_readme_test_command() {
         "README.md does not show the command .ci/run runs: {command}"
     );
 }
+
+/// Every WGSL file of the repository, comments removed, with its path.
+fn wgsl_files() -> Vec<(String, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut found = Vec::new();
+    let mut folders = vec![root.join("render"), root.join("trainer"), root.join("app")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("read folder").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "wgsl") {
+                let text = std::fs::read_to_string(&path).expect("read wgsl");
+                let code: Vec<&str> =
+                    text.lines().map(|l| l.split("//").next().unwrap_or("")).collect();
+                found.push((path.display().to_string(), code.join("\n")));
+            }
+        }
+    }
+    found
+}
+
+/// The float-comparison guards that fast math may fold as if NaN and infinity did not
+/// exist, found in `code`: a comparison with a literal of 1e30 or more (`abs(v) <= 3.4e38`),
+/// a negated comparison (`!(det > 0.0)`, the usual way to catch NaN) and a value compared
+/// with itself (`x != x`). Kernels test floats on their bits instead (float_bits.wgsl).
+fn float_comparison_guards(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let is_compare = |s: &str| ["<=", ">=", "<", ">", "==", "!="].iter().any(|op| s.contains(op));
+    for line in code.lines() {
+        let line = &strip_generics(line).replace("->", "");
+        let bytes = line.as_bytes();
+        // A negated parenthesised comparison: `!(` … its matching `)`.
+        for (at, _) in line.match_indices("!(") {
+            let mut depth = 0;
+            for (k, &b) in bytes.iter().enumerate().skip(at + 1) {
+                depth += i32::from(b == b'(') - i32::from(b == b')');
+                if depth == 0 {
+                    let inside = &line[at + 2..k];
+                    if is_compare(inside) {
+                        found.push(format!("negated comparison: {}", line.trim()));
+                    }
+                    break;
+                }
+            }
+        }
+        // A huge literal on a line that compares.
+        let huge = line
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '+'))
+            .filter_map(|token| token.parse::<f64>().ok())
+            .any(|v| v.abs() >= 1e30);
+        if huge && is_compare(line) {
+            found.push(format!("comparison with a huge literal: {}", line.trim()));
+        }
+        // `x != x` / `x == x`.
+        for op in ["!=", "=="] {
+            for (at, _) in line.match_indices(op) {
+                let left = line[..at]
+                    .trim_end()
+                    .rsplit(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+                    .next();
+                let right = line[at + 2..]
+                    .trim_start()
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+                    .next();
+                if left.is_some_and(|l| !l.is_empty()) && left == right {
+                    found.push(format!("self-comparison: {}", line.trim()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// `line` without type parameters (`vec3<f32>`, `array<atomic<u32>, 4>`), whose angle
+/// brackets are not comparisons.
+fn strip_generics(line: &str) -> String {
+    let mut out = line.to_string();
+    loop {
+        let next = out.char_indices().find_map(|(at, c)| {
+            (c == '<').then(|| {
+                let rest = &out[at + 1..];
+                let end = rest
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ',' || c == ' '))?;
+                (rest.as_bytes()[end] == b'>' && end > 0).then_some((at, at + end + 2))
+            })?
+        });
+        match next {
+            Some((start, end)) => out.replace_range(start..end, ""),
+            None => return out,
+        }
+    }
+}
+
+#[test]
+fn float_guards_in_wgsl_are_on_bits() {
+    // The rule catches the guards it is about (so this test can fail).
+    for bad in [
+        "return all(abs(v) <= vec3<f32>(3.4e38));",
+        "if !(det > 0.0) || !all_finite3(v) {",
+        "if !(out.cut >= 0.0) {",
+        "let nan = x != x;",
+    ] {
+        assert!(!float_comparison_guards(bad).is_empty(), "not caught: {bad}");
+    }
+    for good in
+        ["if !is_positive_normal(det) || !all_finite3(v) {", "var least = 3.4e38;", "if !done {"]
+    {
+        assert!(float_comparison_guards(good).is_empty(), "caught: {good}");
+    }
+    let files = wgsl_files();
+    assert!(files.len() > 10, "found only {} WGSL files", files.len());
+    let offences: Vec<String> = files
+        .iter()
+        .flat_map(|(path, code)| {
+            float_comparison_guards(code).into_iter().map(move |o| format!("{path}: {o}"))
+        })
+        .collect();
+    assert!(
+        offences.is_empty(),
+        "float guards must test bits (float_bits.wgsl):\n{}",
+        offences.join("\n")
+    );
+}

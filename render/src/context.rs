@@ -75,6 +75,13 @@ impl GpuContext {
     /// adapter's own limits (not the conservative defaults) and the optional features we
     /// use where it has them.
     pub async fn new_headless() -> Result<Self, GpuError> {
+        Self::new_headless_without(wgpu::Features::empty()).await
+    }
+
+    /// [`GpuContext::new_headless`] leaving `without` out of the optional features: without
+    /// `SUBGROUP` the kernels take their portable paths (tests and the self-test compare the
+    /// two).
+    pub async fn new_headless_without(without: wgpu::Features) -> Result<Self, GpuError> {
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = instance
@@ -86,8 +93,10 @@ impl GpuContext {
             })
             .await
             .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
+        let mut descriptor = device_descriptor(&adapter);
+        descriptor.required_features = descriptor.required_features.difference(without);
         let (device, queue) = adapter
-            .request_device(&device_descriptor(&adapter))
+            .request_device(&descriptor)
             .await
             .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
         Ok(Self::from_device(device, queue, adapter.get_info()))

@@ -105,7 +105,10 @@ fn pipeline(ctx: &GpuContext, kernel: Kernel, entry: &str) -> wgpu::ComputePipel
         layout: None,
         module: &module,
         entry_point: Some(entry),
-        compilation_options: wgpu::PipelineCompilationOptions::default(),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            constants: &kernel.constants(),
+            ..wgpu::PipelineCompilationOptions::default()
+        },
         cache: None,
     })
 }
@@ -117,7 +120,7 @@ impl Renderer {
         let reduction = if ctx.device.features().contains(wgpu::Features::SUBGROUP) {
             Reduction::Subgroup
         } else {
-            Reduction::Portable
+            Reduction::PORTABLE
         };
         Self::with_reduction(ctx, reduction)
     }
@@ -298,7 +301,8 @@ impl Renderer {
             self.encode_depth_order(ctx, encoder, scratch, n, counts)?;
         }
         if intersections > 0 {
-            let tile_bits = (32 - (num_tiles.max(2) - 1).leading_zeros()).max(1);
+            // Tile ids 0..tiles and the sentinel `tiles` (intersect.wgsl, emit).
+            let tile_bits = 32 - num_tiles.leading_zeros();
             ctx.profile_stage("tile sort");
             self.sort.encode(
                 ctx,
@@ -510,13 +514,14 @@ impl Renderer {
                 &scratch.partials,
             ],
         );
+        // One workgroup more than tiles: the sentinel tile's (rasterize_backward.wgsl).
         dispatch(
             ctx,
             encoder,
             "rasterize backward",
             &self.rasterize_backward,
             &bind,
-            self.limits.grid(tiles_x * tiles_y),
+            self.limits.grid(tiles_x * tiles_y + 1),
         );
         if n > 0 {
             let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
@@ -937,7 +942,9 @@ impl FrameScratch {
             self.pixel_capacity = pixels;
         }
         if tiles > self.tile_capacity {
-            self.ranges = scratch_buffer(ctx, "tile ranges", u64::from(tiles) * 8, STORAGE, owner)?;
+            // One range more: the sentinel tile's (intersect.wgsl).
+            let ranges = u64::from(tiles + 1) * 8;
+            self.ranges = scratch_buffer(ctx, "tile ranges", ranges, STORAGE, owner)?;
             self.tile_capacity = tiles;
         }
         Ok(())

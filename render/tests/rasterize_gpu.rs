@@ -292,11 +292,124 @@ fn gradients_match_reference() {
 #[test]
 fn gradients_match_with_the_portable_reduction() {
     let ctx = context();
-    let gpu = Gpu { renderer: Renderer::with_reduction(&ctx, Reduction::Portable), ctx };
+    let gpu = Gpu { renderer: Renderer::with_reduction(&ctx, Reduction::PORTABLE), ctx };
     let mut rng = Rng(3);
     let splats = random_scene(&mut rng, 100, 1);
     let cam = camera(40, 40, Mat4::IDENTITY);
     check_gradients(&gpu, &splats, &cam, &RenderSettings::default(), 9);
+}
+
+/// Every gradient buffer's bits after one backward pass with `reduction`.
+fn gradient_bits(
+    ctx: &GpuContext,
+    reduction: Reduction,
+    splats: &Splats,
+    cam: &Camera,
+    seed: u64,
+) -> Vec<Vec<u32>> {
+    let renderer = Renderer::with_reduction(ctx, reduction);
+    let params = GpuSplats::upload(ctx, splats, Owner::Run(3)).unwrap();
+    let grads = SplatGradients::new(ctx, &params, Owner::Run(3)).unwrap();
+    let mut scratch = FrameScratch::new(ctx, &renderer, Owner::Run(3)).unwrap();
+    let settings = RenderSettings::default();
+    renderer.forward(ctx, &params, cam, &settings, &mut scratch).unwrap();
+    let mut rng = Rng(seed);
+    let v_image: Vec<f32> = (0..cam.width * cam.height * 4).map(|_| rng.range(-1.0, 1.0)).collect();
+    let v_buffer = ctx
+        .create_buffer_init(
+            "v_image",
+            bytemuck::cast_slice(&v_image),
+            wgpu::BufferUsages::STORAGE,
+            Category::Other,
+            Owner::Run(3),
+        )
+        .unwrap();
+    ctx.queue.write_buffer(&grads.densify, 0, &vec![0u8; splats.len() * 12]);
+    renderer.backward(ctx, &params, &mut scratch, &v_buffer, &grads).unwrap();
+    let n = splats.len();
+    let mut buffers = vec![
+        (&grads.v_means, n * 3),
+        (&grads.v_log_scales, n * 3),
+        (&grads.v_quats, n * 4),
+        (&grads.v_opacities, n),
+        (&grads.densify, n * 3),
+    ];
+    for (band, v) in grads.v_sh.iter().enumerate() {
+        if band as u32 <= splats.sh_degree {
+            buffers.push((v, n * [1, 3, 5, 7][band] * 3));
+        }
+    }
+    buffers
+        .into_iter()
+        .map(|(b, k)| read_f32(ctx, b, k).unwrap().iter().map(|v| v.to_bits()).collect())
+        .collect()
+}
+
+#[test]
+fn every_reduction_width_gives_the_same_bits() {
+    // The tile sums are one fixed tree whatever the width of the groups that make its lower
+    // levels (rasterize_backward.wgsl): the adapter's subgroups and the portable path in
+    // groups of 4 to 64 lanes (standing in for the subgroups of other adapters: 4 to 64 on
+    // real GPUs) agree bit for bit. A sequential sum per group, as before, differs as soon as
+    // the width does. Dense, translucent scenes, so that most pixels of a tile add to most
+    // entries' sums.
+    let ctx = context();
+    let real = real_scene("splats/inria-ply/lod4-tile-489.ply");
+    let mut rng = Rng(17);
+    let mut random = random_scene(&mut rng, 400, 3);
+    for (s, o) in random.log_scales.iter_mut().zip(&mut random.opacity_logits) {
+        *s = s.map(|v| v + 1.5);
+        *o -= 2.5;
+    }
+    // Like a training run's 16-px views after a refinement: one tile, two thousand entries,
+    // clones (the same splat twice); its subgroup gradients are checked against the reference
+    // too.
+    let mut crowd = random_scene(&mut rng, 1_500, 2);
+    for s in &mut crowd.log_scales {
+        *s = s.map(|v| v + 1.0);
+    }
+    let rest = crowd.rest_per_splat();
+    for i in 0..500 {
+        crowd.means.push(crowd.means[i]);
+        crowd.log_scales.push(crowd.log_scales[i]);
+        crowd.rotations.push(crowd.rotations[i]);
+        crowd.opacity_logits.push(crowd.opacity_logits[i]);
+        crowd.sh_dc.push(crowd.sh_dc[i]);
+        crowd.sh_rest.extend_from_within(i * rest..(i + 1) * rest);
+    }
+    let small = camera(16, 10, Mat4::IDENTITY);
+    let mut reductions: Vec<Reduction> =
+        [4, 8, 16, 32, 64].map(|lanes| Reduction::Portable { lanes }).to_vec();
+    if ctx.device.features().contains(wgpu::Features::SUBGROUP) {
+        reductions.push(Reduction::Subgroup);
+    }
+    for (what, splats, cam) in [
+        ("real scene", &real, look_at_scene(&real, 96, 72)),
+        ("random scene", &random, camera(80, 64, Mat4::IDENTITY)),
+        ("crowded small view", &crowd, small),
+    ] {
+        if what == "crowded small view" {
+            let gpu = Gpu {
+                renderer: Renderer::with_reduction(&ctx, Reduction::Subgroup),
+                ctx: ctx.clone(),
+            };
+            if ctx.device.features().contains(wgpu::Features::SUBGROUP) {
+                check_gradients(&gpu, splats, &cam, &RenderSettings::default(), 8);
+            }
+        }
+        let want = gradient_bits(&ctx, Reduction::PORTABLE, splats, &cam, 31);
+        assert!(want.iter().flatten().any(|b| *b != 0), "{what}: no gradient at all");
+        for &reduction in &reductions {
+            let got = gradient_bits(&ctx, reduction, splats, &cam, 31);
+            for (k, (a, b)) in want.iter().zip(&got).enumerate() {
+                let differ = a.iter().zip(b).filter(|(x, y)| x != y).count();
+                assert_eq!(
+                    differ, 0,
+                    "{what}, {reduction:?}: gradient buffer {k}: {differ} values differ"
+                );
+            }
+        }
+    }
 }
 
 #[test]
@@ -396,7 +509,7 @@ fn two_dimensional_dispatch_gives_the_same_result() {
     let ctx = context();
     let limits =
         DispatchLimits { max_workgroups_per_dimension: 3, ..DispatchLimits::of(&ctx.device) };
-    let gpu = Gpu { renderer: Renderer::with_limits(&ctx, Reduction::Portable, limits), ctx };
+    let gpu = Gpu { renderer: Renderer::with_limits(&ctx, Reduction::PORTABLE, limits), ctx };
     let mut rng = Rng(17);
     let splats = random_scene(&mut rng, 2000, 1);
     let cam = camera(100, 90, Mat4::IDENTITY);

@@ -437,8 +437,9 @@ fn frame_scratch(tally: &mut Tally, splats: u64, intersections: u64, pixels: u64
     raster += scratch(splats * PROJECTED_BYTES) + 5 * scratch(splats * 4);
     // Per intersection: tile ids, intersection ids, their splats, dL/dprojected partials.
     raster += 3 * scratch(intersections * 4) + scratch(intersections * PROJECTED_GRAD_FLOATS * 4);
-    // Per tile: ranges; per pixel: image, final transmittance, last entry.
-    raster += scratch(tiles * 8) + scratch(pixels * 16) + 2 * scratch(pixels * 4);
+    // Per tile: ranges (and the sentinel tile's); per pixel: image, final transmittance,
+    // last entry.
+    raster += scratch((tiles + 1) * 8) + scratch(pixels * 16) + 2 * scratch(pixels * 4);
     tally.add(Category::RasterizerScratch, raster);
     // The visible-flag scan (all splats) and the tile-count scan (the visible ones).
     scan_scratch(tally, splats);

@@ -1,7 +1,9 @@
 //! The same seed on the same adapter trains the same splats, bit for bit: no pass sums with
 //! float atomics, so nothing depends on which GPU thread ran first. 2,000 steps with
 //! densification on, for both strategies, each trained twice from scratch (16-px images and
-//! a few thousand splats: what is compared is the order of the sums, not the size).
+//! a few thousand splats: what is compared is the order of the sums, not the size). And the
+//! bits do not depend on the adapter's subgroup width either: the same run with subgroups,
+//! with the portable path and (on lavapipe) with subgroups of 4 writes the same splats.ply.
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
 use std::path::Path;
@@ -110,4 +112,77 @@ fn default_strategy_trains_the_same_splats_twice() {
 fn mcmc_trains_the_same_splats_twice() {
     let strategy = Strategy::Mcmc(McmcConfig { cap: 2_500, start: 300, ..McmcConfig::default() });
     trains_twice_alike("mcmc", &strategy);
+}
+
+/// A shorter run (refinements included), written as the bytes of its splats.ply.
+fn short_run_ply(ctx: &GpuContext) -> Vec<u8> {
+    let data = dataset();
+    let strategy = Strategy::Default(DefaultConfig { start: 100, ..DefaultConfig::default() });
+    let init = splats_from_points(data.init_points.as_ref().unwrap(), 2);
+    let config = TrainConfig { steps: 400, ..config(strategy) };
+    let mut trainer = Trainer::new(ctx, Arc::clone(&data), &init, config, Owner::Run(1)).unwrap();
+    for _ in 0..400 {
+        trainer.step().unwrap();
+    }
+    let splats = trainer.snapshot().unwrap().splats;
+    assert_ne!(splats.len(), init.len(), "no refinement changed the count");
+    let mut ply = Vec::new();
+    splat_formats::ply::write_splats(&splats, &mut ply).unwrap();
+    ply
+}
+
+/// Where the child run of `the_same_bits_whatever_the_subgroup_width` writes.
+const CHILD_OUT: &str = "SPLATFORGE_TEST_CHILD_OUT";
+
+#[test]
+fn the_same_bits_whatever_the_subgroup_width() {
+    let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
+    let info = ctx.adapter_info.clone();
+    let subgroups = ctx.device.features().contains(splat_render::wgpu::Features::SUBGROUP);
+    eprintln!(
+        "{}: subgroups {subgroups}, {}..={} lanes",
+        info.name, info.subgroup_min_size, info.subgroup_max_size
+    );
+    let first = short_run_ply(&ctx);
+    drop(ctx);
+    let portable = pollster::block_on(GpuContext::new_headless_without(
+        splat_render::wgpu::Features::SUBGROUP,
+    ))
+    .unwrap();
+    assert!(!portable.device.features().contains(splat_render::wgpu::Features::SUBGROUP));
+    assert!(short_run_ply(&portable) == first, "the portable path trained other splats");
+    drop(portable);
+
+    // lavapipe's subgroups are 4 lanes wide with LP_NATIVE_VECTOR_WIDTH=128 (8 otherwise),
+    // read when the driver loads: a process of its own.
+    let out = std::env::temp_dir().join(format!("splatforge-width-{}", std::process::id()));
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_run_writes_its_splats", "--ignored", "--nocapture"])
+        .env("LP_NATIVE_VECTOR_WIDTH", "128")
+        .env(CHILD_OUT, &out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "the child run failed");
+    let width = std::fs::read_to_string(out.with_extension("width")).unwrap();
+    let child = std::fs::read(out.with_extension("ply")).unwrap();
+    let _ = std::fs::remove_file(out.with_extension("width"));
+    let _ = std::fs::remove_file(out.with_extension("ply"));
+    eprintln!("child run: {width} lanes");
+    if info.name.contains("llvmpipe") && subgroups {
+        assert_eq!(width, "4", "lavapipe did not take LP_NATIVE_VECTOR_WIDTH=128");
+    }
+    assert!(child == first, "subgroups of {width} trained other splats");
+}
+
+#[test]
+#[ignore = "the child process of the_same_bits_whatever_the_subgroup_width"]
+fn child_run_writes_its_splats() {
+    let Ok(out) = std::env::var(CHILD_OUT) else {
+        return;
+    };
+    let out = std::path::PathBuf::from(out);
+    let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
+    let width = ctx.adapter_info.subgroup_min_size.to_string();
+    std::fs::write(out.with_extension("ply"), short_run_ply(&ctx)).unwrap();
+    std::fs::write(out.with_extension("width"), width).unwrap();
 }

@@ -48,11 +48,6 @@ const SIGMA_3: f32 = 4.5;
 // drops a tile that a pixel of it composites (MATH.md step 8).
 const TILE_SLACK: f32 = 1e-4;
 
-fn all_finite3(v: vec3<f32>) -> bool {
-    // NaN fails every comparison; infinities fail the bound.
-    return all(abs(v) <= vec3<f32>(3.4e38));
-}
-
 fn sigmoid(x: f32) -> f32 {
     return 1.0 / (1.0 + exp(-x));
 }
@@ -71,13 +66,10 @@ fn ellipse_extent(conic: vec3<f32>, cut: f32) -> vec2<f32> {
     return sqrt(2.0 * cut * vec2<f32>(conic.z, conic.x) / det);
 }
 
-// Whether an extent is finite and at least 0, tested on its bits: drivers may fold float
-// comparisons as if NaN did not exist, and a NaN turned into a loop bound hangs the GPU.
+// Whether an extent is finite and at least 0, tested on its bits (float_bits.wgsl): a NaN
+// turned into a loop bound hangs the GPU.
 fn extent_ok(extent: vec2<f32>) -> bool {
-    let bits = bitcast<vec2<u32>>(extent);
-    // Sign bit clear (≥ +0) and exponent not all ones (finite).
-    return all((bits & vec2<u32>(0x80000000u)) == vec2<u32>(0u))
-        && all((bits & vec2<u32>(0x7f800000u)) != vec2<u32>(0x7f800000u));
+    return is_nonnegative(extent.x) && is_nonnegative(extent.y);
 }
 
 // Tiles [min, max) per axis of the extent's bounding box.
@@ -101,6 +93,13 @@ fn splat_tile_span(mean2d: vec2<f32>, conic: vec3<f32>, cut: f32, tiles: vec2<u3
 
 fn conic_sigma(conic: vec3<f32>, d: vec2<f32>) -> f32 {
     return 0.5 * (conic.x * d.x * d.x + conic.z * d.y * d.y) + conic.y * d.x * d.y;
+}
+
+// Whether a pixel at σ composites a splat whose cut is `cut` (MATH.md step 8). Tested on
+// σ's bits: a needle-thin splat's σ can overflow to ∞ − ∞ = NaN far along its box, and a NaN
+// must not pass (the forward and backward rasterizers call this same test).
+fn composited(sigma: f32, cut: f32) -> bool {
+    return is_nonnegative(sigma) && sigma <= cut;
 }
 
 // Whether some pixel centre of tile `tile` (inside the image) can have σ ≤ cut: the least σ

@@ -10,7 +10,9 @@
 //   touches, at offsets[j].. (an exclusive scan of counts); the intersection id is that
 //   position, and `splat_of` maps it to the splat. Pairs come out in depth order, so a stable
 //   sort by tile id leaves each tile's list front to back.
-// tile_ranges: after the tile sort, [start, end) of each tile's run of pairs.
+// tile_ranges: after the tile sort, [start, end) of each tile's run of pairs; entry `tiles`
+//   (one past the last tile) is the run of the sentinel tile id, which `emit` gives the slots
+//   it could not fill (below): no tile's list holds them, and the backward pass zeroes them.
 
 struct IntersectUniform {
     num_splats: u32,
@@ -29,7 +31,7 @@ struct IntersectUniform {
 @group(0) @binding(5) var<storage, read> offsets: array<u32>;             // exclusive scan of counts
 @group(0) @binding(6) var<storage, read_write> tile_ids: array<u32>;      // [M]
 @group(0) @binding(7) var<storage, read_write> isect_ids: array<u32>;     // [M]
-@group(0) @binding(8) var<storage, read_write> ranges: array<vec2<u32>>;  // [tiles]
+@group(0) @binding(8) var<storage, read_write> ranges: array<vec2<u32>>;  // [tiles + 1]
 @group(0) @binding(9) var<storage, read_write> depth_keys: array<u32>;    // [V]
 @group(0) @binding(10) var<storage, read_write> splat_of: array<u32>;     // [M]
 
@@ -75,8 +77,9 @@ fn emit(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     // The same tiles, in the same order, as `tiles_hit` counted in the projection, from the
     // same stored values. Should this shader's arithmetic round a marginal tile differently
     // (another fused multiply-add), it still writes exactly its `counts[j]` slots: never past
-    // them, and any left over go to the span's first tile (the splat composited twice there:
-    // a flaw in marginal pixels, never a fault; the reference tests would show one).
+    // them, and any left over get the sentinel tile id `tiles`, which sorts after every real
+    // tile and which no tile's list holds: the splat then misses a marginal tile (a flaw in
+    // marginal pixels, never a fault), but is never composited twice.
     let span = splat_tile_span(p.mean2d, p.conic, p.sigma_cut, iu.tiles);
     let start = offsets[j];
     let end = start + counts[j];
@@ -92,9 +95,9 @@ fn emit(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
     }
-    let first = span.y * iu.tiles.x + span.x;
+    let sentinel = iu.tiles.x * iu.tiles.y;
     for (; at < end; at++) {
-        tile_ids[at] = first;
+        tile_ids[at] = sentinel;
         isect_ids[at] = at;
         splat_of[at] = splat;
     }

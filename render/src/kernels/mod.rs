@@ -1,6 +1,7 @@
 //! WGSL compute kernels, each beside its Rust wrapper, and the pieces they share.
 //!
-//! WGSL has no `#include`: each kernel's source is the concatenation of `common.wgsl` (the
+//! WGSL has no `#include`: each kernel's source is the concatenation of `float_bits.wgsl`
+//! (NaN, infinity and sign tests on bits, which fast math cannot fold), `common.wgsl` (the
 //! constants, structs and math of render/MATH.md), where needed `binary16.wgsl` and
 //! `splat_params.wgsl` (the parameter bindings and the projection), and the kernel itself. [`shader_sources`] lists
 //! every composition, so one test validates them all with naga.
@@ -13,20 +14,32 @@ pub use scan::DispatchLimits;
 
 use bytemuck::{Pod, Zeroable};
 
-const COMMON: &str = include_str!("common.wgsl");
+/// Tests of floats on their bits (finite, non-negative, safe to divide by), for kernels here
+/// and in the trainer: fast math may fold float comparisons as if NaN did not exist.
+pub const FLOAT_BITS: &str = include_str!("float_bits.wgsl");
+const COMMON: &str = concat!(include_str!("float_bits.wgsl"), "\n", include_str!("common.wgsl"));
 const SPLAT_PARAMS: &str = include_str!("splat_params.wgsl");
 /// Conversions of binary16 values packed two to a word (SH bands stored in 16 bits), for
 /// kernels here and in the trainer.
 pub const BINARY16: &str = include_str!("binary16.wgsl");
 
-/// How the backward rasterizer sums a list entry's gradient over the pixels of its tile (in a
-/// fixed order either way: no float atomics, the same bits every run on one adapter).
+/// How the backward rasterizer sums a list entry's gradient over the pixels of its tile. Every
+/// variant makes the same fixed tree of additions (rasterize_backward.wgsl), so all give the
+/// same bits: no float atomics, and nothing depends on the adapter's subgroup width.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduction {
-    /// Subgroup sums, then the subgroups' sums in order (adapter feature `SUBGROUP`).
+    /// The tree's lower levels within the adapter's subgroups (adapter feature `SUBGROUP`),
+    /// whatever width the driver picks.
     Subgroup,
-    /// Workgroup memory only: works everywhere, slower.
-    Portable,
+    /// Workgroup memory only, in groups of `lanes` invocations (a power of two, 4..=64):
+    /// works everywhere, slower. Other widths than 8 stand in for other adapters' subgroups
+    /// in tests and the self-test.
+    Portable { lanes: u32 },
+}
+
+impl Reduction {
+    /// The portable reduction as the renderer uses it on adapters without subgroups.
+    pub const PORTABLE: Self = Self::Portable { lanes: 8 };
 }
 
 /// Which kernel.
@@ -46,7 +59,7 @@ impl Kernel {
         Self::Intersect,
         Self::RasterizeForward,
         Self::RasterizeBackward(Reduction::Subgroup),
-        Self::RasterizeBackward(Reduction::Portable),
+        Self::RasterizeBackward(Reduction::PORTABLE),
     ];
 
     #[must_use]
@@ -57,7 +70,7 @@ impl Kernel {
             Self::Intersect => "intersect",
             Self::RasterizeForward => "rasterize_forward",
             Self::RasterizeBackward(Reduction::Subgroup) => "rasterize_backward (subgroups)",
-            Self::RasterizeBackward(Reduction::Portable) => "rasterize_backward (portable)",
+            Self::RasterizeBackward(Reduction::Portable { .. }) => "rasterize_backward (portable)",
         }
     }
 
@@ -80,13 +93,26 @@ impl Kernel {
                 include_str!("rasterize_backward.wgsl"),
                 include_str!("reduce_subgroup.wgsl"),
             ],
-            Self::RasterizeBackward(Reduction::Portable) => &[
+            Self::RasterizeBackward(Reduction::Portable { .. }) => &[
                 COMMON,
                 include_str!("rasterize_backward.wgsl"),
                 include_str!("reduce_portable.wgsl"),
             ],
         };
         parts.join("\n")
+    }
+}
+
+impl Kernel {
+    /// Values of the source's pipeline-overridable constants.
+    #[must_use]
+    pub fn constants(self) -> Vec<(&'static str, f64)> {
+        match self {
+            Self::RasterizeBackward(Reduction::Portable { lanes }) => {
+                vec![("LANES", f64::from(lanes))]
+            }
+            _ => Vec::new(),
+        }
     }
 }
 

@@ -114,11 +114,13 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     var v_cov2d = (q_mat * g_q * q_mat) * -1.0;   // symmetric, entries ∂L/∂Σ_ij
 
     // Antialiasing: comp = sqrt(det(Σ2) / det(Σ2')).
-    if u.antialiased != 0u && pr.comp > 0.0 {
+    // Both determinants are positive normal floats here (the projection culled the splat or
+    // made comp 0 otherwise), so neither division can overflow to infinity on its own.
+    if u.antialiased != 0u && is_positive_normal(pr.det_orig) {
         let a0 = pr.cov2d.x;
         let b0 = pr.cov2d.y;
         let c0 = pr.cov2d.z;
-        let det0 = a0 * c0 - b0 * b0;
+        let det0 = pr.det_orig;
         let det1 = pr.det_dilated;
         let h = 0.5 * pr.comp * v_comp;
         let va = h * (c0 / det0 - (c0 + DILATION) / det1);

@@ -6,11 +6,16 @@
 // backward pass then adds each splat's entries in their order. No sum depends on which
 // thread ran first, so the same scene and cotangent give the same bits every run.
 //
-// The sum over the tile: the lanes of a group (a subgroup where the adapter has them, else
-// 8 consecutive invocations) are added by `lane_sum`; each group's sum goes to workgroup memory, one
-// slot per list entry; after every `slots` entries the workgroup adds the groups' sums in
-// group order. (`lane_sum`, `lane_any` and the entry point come from
-// reduce_{subgroup,portable}.wgsl.)
+// The sum over the tile is one fixed tree, whatever the adapter's subgroup width: the 256
+// pixels in their slot order (slot = pixel index in the tile), added in pairs, the pairs'
+// sums in pairs, and so on (a complete binary tree of depth 8). A group of `width` slots (a
+// subgroup of the adapter, any power of two; or LANES slots through workgroup memory) makes
+// the tree's lower levels in `lane_sum`, its first lane writes the group's sum to workgroup
+// memory, one slot per list entry, and after every `slots` entries the workgroup makes the
+// upper levels over the groups' sums (`tree_sum`). Since float addition is commutative and
+// every level pairs the same values, the bits are the same for subgroups of 4 to 128 lanes
+// and without subgroups: a driver's choice of width changes nothing. (`lane_sum`, `lane_any`
+// and the entry point come from reduce_{subgroup,portable}.wgsl.)
 
 struct RasterUniform {
     image_size: vec2<u32>,
@@ -21,7 +26,7 @@ struct RasterUniform {
 @group(0) @binding(0) var<storage, read> ru: RasterUniform;
 @group(0) @binding(1) var<storage, read> projected: array<Projected>;   // [N]
 @group(0) @binding(2) var<storage, read> isect_ids: array<u32>;        // [M] tile-sorted
-@group(0) @binding(3) var<storage, read> ranges: array<vec2<u32>>;     // [tiles]
+@group(0) @binding(3) var<storage, read> ranges: array<vec2<u32>>;     // [tiles + 1]
 @group(0) @binding(4) var<storage, read> final_t: array<f32>;          // [H, W]
 @group(0) @binding(5) var<storage, read> last_entry: array<u32>;       // [H, W]
 @group(0) @binding(6) var<storage, read> v_image: array<vec4<f32>>;    // [H, W] dL/d(rgb, alpha)
@@ -39,16 +44,56 @@ var<workgroup> batch_color: array<vec4<f32>, BATCH>;   // rgb, sigma_cut
 var<workgroup> group_sums: array<f32, 2304>;
 var<workgroup> max_last: atomic<u32>;
 
-// `lid` runs along the tile's rows: pixel (lid % 16, lid / 16) of the tile. (A 1D workgroup:
-// subgroup builtins need one.)
-fn backward(gid: vec3<u32>, lid: u32, groups: vec3<u32>, num_groups: u32, group: u32,
-            first_lane: bool) {
+// The complete binary tree over group_sums[i .. i + n]: pairs of neighbours, then pairs of
+// those sums, and so on, written out level by level. No loops: with loops over the levels
+// here and in `lane_sum`, lavapipe (Mesa 22.3) gave wrong sums for a training run's views
+// once it had refined its splats (18% off the reference; reproducible.rs caught it); the
+// same additions written out are right.
+fn group_tree2(i: u32) -> f32 {
+    return group_sums[i] + group_sums[i + 1u];
+}
+fn group_tree4(i: u32) -> f32 {
+    return group_tree2(i) + group_tree2(i + 2u);
+}
+fn group_tree8(i: u32) -> f32 {
+    return group_tree4(i) + group_tree4(i + 4u);
+}
+fn group_tree16(i: u32) -> f32 {
+    return group_tree8(i) + group_tree8(i + 8u);
+}
+fn group_tree32(i: u32) -> f32 {
+    return group_tree16(i) + group_tree16(i + 16u);
+}
+fn group_tree64(i: u32) -> f32 {
+    return group_tree32(i) + group_tree32(i + 32u);
+}
+
+// The tree over the `count` (2..=64) group sums from `first`.
+fn tree_sum(first: u32, count: u32) -> f32 {
+    switch count {
+        case 2u: { return group_tree2(first); }
+        case 4u: { return group_tree4(first); }
+        case 8u: { return group_tree8(first); }
+        case 16u: { return group_tree16(first); }
+        case 32u: { return group_tree32(first); }
+        default: { return group_tree64(first); }
+    }
+}
+
+// `slot` (0..256, a permutation of the invocations: the reduction's order) runs along the
+// tile's rows: pixel (slot % 16, slot / 16) of the tile; `group` is slot / num_groups' width.
+// (A 1D workgroup: subgroup builtins need one.)
+fn backward(gid: vec3<u32>, lid: u32, slot: u32, groups: vec3<u32>, num_groups: u32,
+            group: u32, first_lane: bool) {
+    // One workgroup more than tiles: the last one's "tile" is the sentinel id of the entries
+    // `emit` could not place (intersect.wgsl). No pixel of it is inside the image, so it only
+    // zeroes their partials, which the projection's backward pass then adds as nothing.
     let tile = gid.x + gid.y * groups.x;
-    if tile >= ru.tiles.x * ru.tiles.y {
+    if tile > ru.tiles.x * ru.tiles.y {
         return;
     }
     let tile_xy = vec2<u32>(tile % ru.tiles.x, tile / ru.tiles.x);
-    let pixel = tile_xy * TILE + vec2<u32>(lid % TILE, lid / TILE);
+    let pixel = tile_xy * TILE + vec2<u32>(slot % TILE, slot / TILE);
     let inside = pixel.x < ru.image_size.x && pixel.y < ru.image_size.y;
     let centre = vec2<f32>(pixel) + 0.5;
     let range = ranges[tile];
@@ -108,7 +153,7 @@ fn backward(gid: vec3<u32>, lid: u32, groups: vec3<u32>, num_groups: u32, group:
                 let d = centre - batch_mean[b];
                 let sigma = conic_sigma(con.xyz, d);
                 var grad: array<f32, 9>;
-                let contributes = entry < last && sigma >= 0.0 && sigma <= batch_color[b].w;
+                let contributes = entry < last && composited(sigma, batch_color[b].w);
                 if contributes {
                     let g = exp(-sigma);
                     let raw_alpha = con.w * g;
@@ -139,7 +184,7 @@ fn backward(gid: vec3<u32>, lid: u32, groups: vec3<u32>, num_groups: u32, group:
                 for (var c = 0u; c < 9u; c++) {
                     var sum = 0.0;
                     if any {
-                        sum = lane_sum(grad[c], lid);
+                        sum = lane_sum(grad[c], slot);
                     }
                     if first_lane {
                         group_sums[at + c * num_groups] = sum;
@@ -147,12 +192,9 @@ fn backward(gid: vec3<u32>, lid: u32, groups: vec3<u32>, num_groups: u32, group:
                 }
             }
             workgroupBarrier();
-            // Each (entry, value) of the run: its groups' sums in group order.
+            // Each (entry, value) of the run: the tree over its groups' sums.
             for (var q = lid; q < (run_end - run_start) * 9u; q += THREADS) {
-                var sum = 0.0;
-                for (var g = 0u; g < num_groups; g++) {
-                    sum += group_sums[q * num_groups + g];
-                }
+                let sum = tree_sum(q * num_groups, num_groups);
                 partials[9u * batch_isect[run_start + q / 9u] + q % 9u] = sum;
             }
             workgroupBarrier();

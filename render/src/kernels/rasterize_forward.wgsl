@@ -75,7 +75,7 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid
             }
             let con = batch_conic[k];
             let sigma = conic_sigma(con.xyz, centre - batch_mean[k]);
-            if sigma < 0.0 || sigma > batch_color[k].w {
+            if !composited(sigma, batch_color[k].w) {
                 continue;
             }
             let alpha = min(ALPHA_MAX, con.w * exp(-sigma));

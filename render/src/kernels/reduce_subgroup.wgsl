@@ -1,8 +1,30 @@
-// The backward rasterizer's lanes are the adapter's subgroups (any size that divides the
-// workgroup: 8 on lavapipe, 32 or 64 on GPUs).
+// The backward rasterizer's lane groups are the adapter's subgroups (a power-of-two width, 4
+// to 128 as WGSL allows: 4 or 8 on lavapipe, 32 or 64 on GPUs). A subgroup's lanes are
+// the consecutive slots subgroup_id · width + lane, whatever invocations the driver put in
+// it, and `lane_sum` adds them by butterfly shuffles: after the exchange at distance d, every
+// lane holds the sum of its aligned block of 2d lanes, the two halves added (commutative, so
+// both partners hold the same bits). That is the lower levels of the tile's one tree
+// (rasterize_backward.wgsl), for any width.
 
-fn lane_sum(v: f32, lid: u32) -> f32 {
-    return subgroupAdd(v);
+var<private> lanes: u32;
+
+// One level of the butterfly: the lane's sum and its partner's at distance d.
+fn level(s: f32, d: u32) -> f32 {
+    return s + subgroupShuffleXor(s, d);
+}
+
+// Written out per width, without a loop (see the group trees of rasterize_backward.wgsl).
+fn lane_sum(v: f32, slot: u32) -> f32 {
+    switch lanes {
+        case 4u: { return level(level(v, 1u), 2u); }
+        case 8u: { return level(level(level(v, 1u), 2u), 4u); }
+        case 16u: { return level(level(level(level(v, 1u), 2u), 4u), 8u); }
+        case 32u: { return level(level(level(level(level(v, 1u), 2u), 4u), 8u), 16u); }
+        case 64u: { return level(level(level(level(level(level(v, 1u), 2u), 4u), 8u), 16u), 32u); }
+        default: {
+            return level(level(level(level(level(level(level(v, 1u), 2u), 4u), 8u), 16u), 32u), 64u);
+        }
+    }
 }
 
 fn lane_any(c: bool) -> bool {
@@ -13,6 +35,7 @@ fn lane_any(c: bool) -> bool {
 fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
         @builtin(num_workgroups) groups: vec3<u32>,
         @builtin(num_subgroups) num_subgroups: u32, @builtin(subgroup_id) subgroup: u32,
-        @builtin(subgroup_invocation_id) lane: u32) {
-    backward(gid, lid, groups, num_subgroups, subgroup, lane == 0u);
+        @builtin(subgroup_size) width: u32, @builtin(subgroup_invocation_id) lane: u32) {
+    lanes = width;
+    backward(gid, lid, subgroup * width + lane, groups, num_subgroups, subgroup, lane == 0u);
 }

@@ -68,7 +68,10 @@ fn flat_group(gid: vec3<u32>, num_groups: vec3<u32>) -> u32 {
 
 // Everything the projection computes about one splat, forward. A splat with any non-finite
 // parameter (SH coefficients of the active degree included; higher bands are not read) is
-// culled, and so is one whose opacity is below ALPHA_MIN. Whether it touches a tile is the
+// culled, and so is one whose opacity is below ALPHA_MIN, and one whose intermediate values
+// leave the range the later kernels divide by or compare safely (a camera-space position or
+// 2D covariance that overflows, a determinant or conic entry that is not a positive normal
+// float). Every such test is on bits (float_bits.wgsl). Whether it touches a tile is the
 // caller's `tiles_hit`.
 struct Projection {
     visible: bool,
@@ -80,6 +83,9 @@ struct Projection {
     t: vec2<f32>,           // clamped tx, ty
     cov2d: vec3<f32>,       // Σ2 before dilation: (a, b, c)
     det_dilated: f32,
+    // det(Σ2) before dilation (antialiased only); comp > 0 exactly when it is a positive
+    // normal float, which is what the backward pass divides by.
+    det_orig: f32,
     comp: f32,
     conic: vec3<f32>,
     mean2d: vec2<f32>,
@@ -111,11 +117,11 @@ fn project(i: u32) -> Projection {
     let w_rot = mat3x3<f32>(view[0].xyz, view[1].xyz, view[2].xyz);
     let p = w_rot * mean + view[3].xyz;
     out.p_cam = p;
-    if p.z < NEAR {
+    if !all_finite3(p) || p.z < NEAR {
         return out;
     }
     let qn2 = dot(q_raw, q_raw);
-    if qn2 <= 0.0 {
+    if !is_positive_normal(qn2) {
         return out;
     }
     let q = q_raw * inverseSqrt(qn2);
@@ -145,22 +151,32 @@ fn project(i: u32) -> Projection {
     let c = out.cov2d.z + DILATION;
     let det = a * c - b * b;
     out.det_dilated = det;
-    if !(det > 0.0) || !all_finite3(vec3<f32>(a, b, c)) {
+    if !is_positive_normal(det) || !all_finite3(vec3<f32>(a, b, c)) {
         return out;
     }
     out.comp = 1.0;
     if u.antialiased != 0u {
-        let det_orig = out.cov2d.x * out.cov2d.z - out.cov2d.y * out.cov2d.y;
-        out.comp = sqrt(max(0.0, det_orig / det));
+        // Computed once, here: the backward pass divides by this very value, not by another
+        // rounding of it (a driver may contract either into a fused multiply-add).
+        out.det_orig = out.cov2d.x * out.cov2d.z - out.cov2d.y * out.cov2d.y;
+        out.comp = select(0.0, sqrt(out.det_orig / det), is_positive_normal(out.det_orig));
     }
     out.conic = vec3<f32>(c / det, -b / det, a / det);
+    // tile_touched divides by the conic's diagonal.
+    if !is_positive_normal(out.conic.x) || !is_positive_normal(out.conic.z)
+        || !is_finite(out.conic.y) {
+        return out;
+    }
     out.mean2d = u.focal * p.xy * rz + u.principal;
+    if !is_finite(out.mean2d.x) || !is_finite(out.mean2d.y) {
+        return out;
+    }
     let mid = 0.5 * (a + c);
     let lambda = mid + sqrt(max(0.1, mid * mid - det));
     out.radius = ceil(3.0 * sqrt(lambda));
     out.opacity = sigmoid(logit) * out.comp;
     out.cut = sigma_cut(out.opacity);
-    if !(out.cut >= 0.0) {
+    if !is_nonnegative(out.cut) {
         return out;
     }
     let span = splat_tile_span(out.mean2d, out.conic, out.cut, u.tiles);
@@ -169,8 +185,11 @@ fn project(i: u32) -> Projection {
     }
     let to_splat = mean - u.camera_position.xyz;
     out.dir_norm = length(to_splat);
+    if !is_positive_normal(out.dir_norm) {
+        return out;
+    }
     out.dir = to_splat / out.dir_norm;
-    out.visible = out.dir_norm > 0.0;
+    out.visible = true;
     return out;
 }
 

@@ -9,6 +9,8 @@ use splat_render::{Category, GpuBuffer, GpuContext, GpuError, Owner};
 
 const PLAN: &str = include_str!("plan.wgsl");
 const RANDOM: &str = include_str!("random.wgsl");
+/// random.wgsl tests a quaternion's length on its bits.
+const FLOAT_BITS: &str = splat_render::kernels::FLOAT_BITS;
 
 /// Invocations per workgroup of every kernel here. Keep in sync with the WGSL.
 const WORKGROUP_SIZE: u32 = 256;
@@ -102,10 +104,10 @@ impl Kernel {
     fn parts(self) -> &'static [&'static str] {
         match self {
             Self::Gather => &[PLAN, include_str!("gather.wgsl")],
-            Self::Split => &[PLAN, RANDOM, include_str!("split.wgsl")],
+            Self::Split => &[PLAN, FLOAT_BITS, RANDOM, include_str!("split.wgsl")],
             Self::OpacityReset => &[include_str!("opacity_reset.wgsl")],
             Self::McmcRegularize => &[include_str!("mcmc_regularize.wgsl")],
-            Self::McmcNoise => &[RANDOM, include_str!("mcmc_noise.wgsl")],
+            Self::McmcNoise => &[FLOAT_BITS, RANDOM, include_str!("mcmc_noise.wgsl")],
         }
     }
 

@@ -30,7 +30,7 @@ fn normal3(seed: u32) -> vec3<f32> {
 // 3); the identity for a zero quaternion.
 fn rotation(raw: vec4<f32>) -> mat3x3<f32> {
     let len = length(raw);
-    if len == 0.0 {
+    if !is_positive_normal(len) {
         return mat3x3<f32>(vec3<f32>(1.0, 0.0, 0.0), vec3<f32>(0.0, 1.0, 0.0), vec3<f32>(0.0, 0.0, 1.0));
     }
     let q = raw / len;

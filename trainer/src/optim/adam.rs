@@ -255,7 +255,12 @@ impl Adam {
     /// WGSL source: the render crate's binary16 conversions and adam.wgsl.
     #[must_use]
     pub fn source() -> String {
-        [splat_render::kernels::BINARY16, include_str!("adam.wgsl")].join("\n")
+        [
+            splat_render::kernels::FLOAT_BITS,
+            splat_render::kernels::BINARY16,
+            include_str!("adam.wgsl"),
+        ]
+        .join("\n")
     }
 
     /// Records one Adam step (step number `t` ≥ 1) on every parameter buffer up to SH band

@@ -35,7 +35,9 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     if i >= au.count {
         return;
     }
-    let g = grads[i];
+    // A gradient that is not finite (an overflow somewhere upstream) moves nothing: one bad
+    // value must not turn the parameter and both moments into NaN for good.
+    let g = finite_or_zero(grads[i]);
     let m1 = au.beta1 * bitcast<f32>(m[i]) + (1.0 - au.beta1) * g;
     let v1 = au.beta2 * bitcast<f32>(v[i]) + (1.0 - au.beta2) * g * g;
     m[i] = bitcast<u32>(m1);
@@ -60,7 +62,7 @@ fn main_half(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_in
     for (var h = 0u; h < 2u; h++) {
         // The row's padding value (odd rows) stays zero.
         if first + h < au.row_values {
-            let g = grads[splat * au.row_values + first + h];
+            let g = finite_or_zero(grads[splat * au.row_values + first + h]);
             let m1 = au.beta1 * m2[h] + (1.0 - au.beta1) * g;
             let v1 = au.beta2 * s2[h] * s2[h] + (1.0 - au.beta2) * g * g;
             let s1 = sqrt(v1);
