@@ -44,40 +44,18 @@ var<workgroup> batch_color: array<vec4<f32>, BATCH>;   // rgb, sigma_cut
 var<workgroup> group_sums: array<f32, 2304>;
 var<workgroup> max_last: atomic<u32>;
 
-// The complete binary tree over group_sums[i .. i + n]: pairs of neighbours, then pairs of
-// those sums, and so on, written out level by level. No loops: with loops over the levels
-// here and in `lane_sum`, lavapipe (Mesa 22.3) gave wrong sums for a training run's views
-// once it had refined its splats (18% off the reference; reproducible.rs caught it); the
-// same additions written out are right.
-fn group_tree2(i: u32) -> f32 {
-    return group_sums[i] + group_sums[i + 1u];
-}
-fn group_tree4(i: u32) -> f32 {
-    return group_tree2(i) + group_tree2(i + 2u);
-}
-fn group_tree8(i: u32) -> f32 {
-    return group_tree4(i) + group_tree4(i + 4u);
-}
-fn group_tree16(i: u32) -> f32 {
-    return group_tree8(i) + group_tree8(i + 8u);
-}
-fn group_tree32(i: u32) -> f32 {
-    return group_tree16(i) + group_tree16(i + 16u);
-}
-fn group_tree64(i: u32) -> f32 {
-    return group_tree32(i) + group_tree32(i + 32u);
-}
-
-// The tree over the `count` (2..=64) group sums from `first`.
+// The complete binary tree over the `count` (a power of two) group sums from `first`:
+// neighbours added in pairs, then pairs of those sums, and so on, in place, by the one
+// invocation that owns them. (The lane sums below it are written out without loops: with
+// loops in both, lavapipe, Mesa 22.3, summed wrong on a training run's refined splats, 18% off
+// the reference; trainer/tests/trained_gradients.rs checks that state.)
 fn tree_sum(first: u32, count: u32) -> f32 {
-    switch count {
-        case 2u: { return group_tree2(first); }
-        case 4u: { return group_tree4(first); }
-        case 8u: { return group_tree8(first); }
-        case 16u: { return group_tree16(first); }
-        case 32u: { return group_tree32(first); }
-        default: { return group_tree64(first); }
+    for (var stride = 1u; stride < count; stride <<= 1u) {
+        for (var g = first; g < first + count; g += 2u * stride) {
+            group_sums[g] += group_sums[g + stride];
+        }
     }
+    return group_sums[first];
 }
 
 // `slot` (0..256, a permutation of the invocations: the reduction's order) runs along the

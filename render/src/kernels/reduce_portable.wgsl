@@ -9,7 +9,7 @@ override LANES: u32 = 8u;
 var<workgroup> lane_values: array<f32, THREADS>;
 
 // The complete binary tree over lane_values[i .. i + n], written out level by level (no loop:
-// see the group trees of rasterize_backward.wgsl).
+// see `tree_sum` in rasterize_backward.wgsl).
 fn tree2(i: u32) -> f32 {
     return lane_values[i] + lane_values[i + 1u];
 }

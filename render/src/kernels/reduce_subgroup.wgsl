@@ -13,7 +13,7 @@ fn level(s: f32, d: u32) -> f32 {
     return s + subgroupShuffleXor(s, d);
 }
 
-// Written out per width, without a loop (see the group trees of rasterize_backward.wgsl).
+// Written out per width, without a loop (see `tree_sum` in rasterize_backward.wgsl).
 fn lane_sum(v: f32, slot: u32) -> f32 {
     switch lanes {
         case 4u: { return level(level(v, 1u), 2u); }
