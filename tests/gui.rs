@@ -271,3 +271,30 @@ fn drop_file(harness: &mut Harness<'static, SplatApp>, path: PathBuf) {
     harness.input_mut().dropped_files.push(std::sync::Arc::new(Dropped(path)));
     harness.step();
 }
+
+#[test]
+fn help_self_test_runs_on_the_windows_device() {
+    let mut harness = harness(GuiArgs {
+        path: None,
+        out: Some(temp_dir("self-test")),
+        start: false,
+        steps: Some(40),
+        memory_budget: Some(BUDGET),
+    });
+    wait_for(&mut harness, "the sample scene", 120, |s| s.task == TaskState::Ready);
+    harness.get_by_label("Help").click();
+    for _ in 0..5 {
+        harness.step();
+    }
+    harness.get_by_label("Self-test").click();
+    // On its own thread: the window keeps drawing meanwhile.
+    let state = wait_for(&mut harness, "the self-test", 600, |s| s.self_test.is_some());
+    assert_eq!(state.self_test, Some(true), "{state:#?}");
+    assert!(state.errors.is_empty(), "{:?}", state.errors);
+    harness.get_by_label("All checks passed.");
+    assert_eq!(
+        harness.state().gpu().ledger().owner_bytes(Owner::Shared),
+        0,
+        "the self-test's buffers are gone"
+    );
+}

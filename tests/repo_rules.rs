@@ -118,7 +118,7 @@ fn wgsl_files() -> Vec<(String, String)> {
 /// The float-comparison guards that fast math may fold as if NaN and infinity did not
 /// exist, found in `code`: a comparison with a literal of 1e30 or more (`abs(v) <= 3.4e38`),
 /// a negated comparison (`!(det > 0.0)`, the usual way to catch NaN) and a value compared
-/// with itself (`x != x`). Kernels test floats on their bits instead (float_bits.wgsl).
+/// with itself (`x != x`). Kernels test floats on their bits instead (`float_bits.wgsl`).
 fn float_comparison_guards(code: &str) -> Vec<String> {
     let mut found = Vec::new();
     let is_compare = |s: &str| ["<=", ">=", "<", ">", "==", "!="].iter().any(|op| s.contains(op));

@@ -16,16 +16,29 @@ use splat_trainer::render::{
 
 pub struct BenchArgs {
     pub splats: Vec<u32>,
-    pub sizes: Vec<u32>,
+    /// Image sizes, width × height.
+    pub sizes: Vec<(u32, u32)>,
     pub sh_degree: u32,
     pub runs: usize,
     /// Print the GPU time of each stage (timestamp queries), median over the runs.
     pub profile: bool,
+    /// Write the figures as JSON to this file.
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// An image size from `1920x1080` or `256` (square).
+pub fn parse_size(text: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("{text:?} is not an image size (256, or 1920x1080)");
+    let parse = |s: &str| s.trim().parse::<u32>().ok().filter(|v| *v > 0);
+    match text.split_once(['x', 'X', '×']) {
+        Some((w, h)) => Ok((parse(w).ok_or_else(bad)?, parse(h).ok_or_else(bad)?)),
+        None => parse(text).map(|s| (s, s)).ok_or_else(bad),
+    }
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let ctx = pollster::block_on(GpuContext::new_headless())?;
-    let renderer = Renderer::new(&ctx);
+    let renderer = Renderer::new(&ctx)?;
     let info = &ctx.adapter_info;
     println!(
         "adapter: {} ({:?}, {:?}), backward reduction: {:?}",
@@ -35,31 +48,43 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         renderer.reduction()
     );
     println!(
-        "{:>9} {:>6} {:>12} {:>12} {:>14} {:>15}",
+        "{:>9} {:>10} {:>12} {:>12} {:>14} {:>15}",
         "splats", "image", "forward ms", "fwd+bwd ms", "intersections", "peak B/splat"
     );
+    let mut cases = Vec::new();
     for &n in &args.splats {
         let scene = random_scene(n as usize, args.sh_degree);
-        for &size in &args.sizes {
-            let owner = Owner::Run(u64::from(n) * 10_000 + u64::from(size));
+        for (k, &(width, height)) in args.sizes.iter().enumerate() {
+            let owner = Owner::Run(u64::from(n) * 100 + k as u64);
             if args.profile {
                 ctx.start_profiling()?;
             }
-            let result = bench_one(&ctx, &renderer, &scene, size, args.runs, owner);
+            let result = bench_one(&ctx, &renderer, &scene, (width, height), args.runs, owner);
             ctx.wait_idle()?;
+            let size = format!("{width}×{height}");
+            let mut case = serde_json::json!({"splats": n, "width": width, "height": height});
             match result {
-                Ok(r) => println!(
-                    "{n:>9} {:>6} {:>12.2} {:>12.2} {:>14} {:>15.0}",
-                    format!("{size}²"),
-                    r.forward.as_secs_f64() * 1e3,
-                    r.forward_backward.as_secs_f64() * 1e3,
-                    r.intersections,
-                    r.peak_bytes as f64 / f64::from(n.max(1)),
-                ),
-                Err(e) => println!("{n:>9} {:>6} skipped: {e:#}", format!("{size}²")),
+                Ok(r) => {
+                    println!(
+                        "{n:>9} {size:>10} {:>12.2} {:>12.2} {:>14} {:>15.0}",
+                        r.forward.as_secs_f64() * 1e3,
+                        r.forward_backward.as_secs_f64() * 1e3,
+                        r.intersections,
+                        r.peak_bytes as f64 / f64::from(n.max(1)),
+                    );
+                    case["forward_ms"] = (r.forward.as_secs_f64() * 1e3).into();
+                    case["forward_backward_ms"] = (r.forward_backward.as_secs_f64() * 1e3).into();
+                    case["intersections"] = r.intersections.into();
+                    case["peak_bytes"] = r.peak_bytes.into();
+                }
+                Err(e) => {
+                    println!("{n:>9} {size:>10} skipped: {e:#}");
+                    case["skipped"] = format!("{e:#}").into();
+                }
             }
             if args.profile {
                 let frames = ctx.finish_profiling()?.frames;
+                let mut passes = Vec::new();
                 let line: Vec<String> = STAGES
                     .iter()
                     .filter(|stage| {
@@ -67,12 +92,30 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
                     })
                     .map(|stage| {
                         let mut ms: Vec<f64> = frames.iter().map(|f| f.stage_ms(stage)).collect();
-                        format!("{stage} {:.1}", percentile(&mut ms, 0.5))
+                        let median = percentile(&mut ms, 0.5);
+                        passes.push(serde_json::json!({"pass": stage, "median_ms": median}));
+                        format!("{stage} {median:.1}")
                     })
                     .collect();
-                println!("{:>16} GPU ms (median): {}", "", line.join(", "));
+                println!("{:>20} GPU ms (median): {}", "", line.join(", "));
+                case["passes"] = passes.into();
             }
+            cases.push(case);
         }
+    }
+    if let Some(path) = &args.json {
+        let report = serde_json::json!({
+            "adapter": info.name,
+            "backend": format!("{:?}", info.backend),
+            "device_type": format!("{:?}", info.device_type),
+            "reduction": format!("{:?}", renderer.reduction()),
+            "sh_degree": args.sh_degree,
+            "runs": args.runs,
+            "cases": cases,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
     }
     Ok(())
 }
@@ -88,26 +131,27 @@ fn bench_one(
     ctx: &GpuContext,
     renderer: &Renderer,
     scene: &Splats,
-    size: u32,
+    (width, height): (u32, u32),
     runs: usize,
     owner: Owner,
 ) -> anyhow::Result<BenchResult> {
     ctx.ledger().reset_peak();
     let base = ctx.ledger().total_bytes();
+    // The focal length of the width, so a wide image sees a wider field than a square one.
     let camera = Camera {
-        width: size,
-        height: size,
-        fx: size as f32,
-        fy: size as f32,
-        cx: size as f32 / 2.0,
-        cy: size as f32 / 2.0,
+        width,
+        height,
+        fx: width as f32,
+        fy: width as f32,
+        cx: width as f32 / 2.0,
+        cy: height as f32 / 2.0,
         world_from_camera: Mat4::IDENTITY,
     };
     let settings = RenderSettings::default();
     let params = GpuSplats::upload(ctx, scene, owner)?;
     let grads = SplatGradients::new(ctx, &params, owner)?;
     let mut scratch = FrameScratch::new(ctx, renderer, owner)?;
-    let pixels = (size * size) as usize;
+    let pixels = (width * height) as usize;
     let v_image = ctx.create_buffer_init(
         "v_image",
         bytemuck::cast_slice(&vec![[1e-3_f32; 4]; pixels]),

@@ -3,18 +3,7 @@
 
 pub mod gui;
 
-/// Bytes for people: KiB below a MiB, MiB below a GiB, GiB above.
-#[must_use]
-pub fn human_bytes(bytes: u64) -> String {
-    let mib = bytes as f64 / (1024.0 * 1024.0);
-    if mib >= 1024.0 {
-        format!("{:.2} GiB", mib / 1024.0)
-    } else if mib >= 1.0 {
-        format!("{mib:.1} MiB")
-    } else {
-        format!("{:.1} KiB", bytes as f64 / 1024.0)
-    }
-}
+pub use splat_trainer::render::human_bytes;
 
 /// Bytes from a size people write: `24GiB`, `512 MiB`, `1.5GB`, `300kB` or plain bytes.
 /// Binary (KiB, MiB, GiB, TiB) and decimal (kB, MB, GB, TB) units, any case.

@@ -5,6 +5,7 @@ mod bench_memory;
 mod convert_cmd;
 mod info;
 mod render_cmd;
+mod self_test_cmd;
 mod train_cmd;
 
 use std::path::PathBuf;
@@ -188,6 +189,19 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Check the rasterizer (forward and backward against the CPU reference, every reduction
+    /// width) and training (the same bits twice) on this GPU, with its limits and per-pass
+    /// times; exits non-zero when a check fails. Run it first on a new GPU, and attach its
+    /// --json to a bug report.
+    SelfTest {
+        /// Write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// The memory budget to report the largest run for, e.g. 24GiB (default: from the
+        /// adapter).
+        #[arg(long, value_parser = splatforge::parse_bytes)]
+        memory_budget: Option<u64>,
+    },
     /// Regenerate the built-in sample scene (assets/sample-scene.zip) from its definition.
     #[command(hide = true)]
     MakeSampleScene {
@@ -199,9 +213,9 @@ enum Command {
         /// Splat counts, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
         splats: Vec<u32>,
-        /// Square image sides in pixels, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "256,1024")]
-        sizes: Vec<u32>,
+        /// Image sizes, comma-separated: a square's side (256) or width x height (1920x1080).
+        #[arg(long, value_delimiter = ',', default_value = "256,1024", value_parser = bench::parse_size)]
+        sizes: Vec<(u32, u32)>,
         /// SH degree of the scenes.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
         sh_degree: u32,
@@ -211,6 +225,9 @@ enum Command {
         /// Also print each stage's GPU time (timestamp queries).
         #[arg(long)]
         profile: bool,
+        /// Write the figures as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
 }
 
@@ -231,9 +248,13 @@ fn main() -> ExitCode {
 }
 
 /// Runs a subcommand.
+#[expect(clippy::too_many_lines, reason = "one arm a subcommand, each handing on its arguments")]
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::MakeSampleScene { out } => make_sample_scene(&out),
+        Command::SelfTest { json, memory_budget } => {
+            self_test_cmd::run(&self_test_cmd::SelfTestArgs { json, memory_budget })
+        }
         Command::Info { path, max_resolution } => info::run(&path, max_resolution),
         Command::Train {
             dataset,
@@ -315,8 +336,15 @@ fn run(command: Command) -> anyhow::Result<()> {
             profile,
             json,
         }),
-        Command::BenchRender { splats, sizes, sh_degree, runs, profile } => {
-            bench::run(&bench::BenchArgs { splats, sizes, sh_degree, runs: runs.max(1), profile })
+        Command::BenchRender { splats, sizes, sh_degree, runs, profile, json } => {
+            bench::run(&bench::BenchArgs {
+                splats,
+                sizes,
+                sh_degree,
+                runs: runs.max(1),
+                profile,
+                json,
+            })
         }
         Command::Render { scene, camera, camera_from, index, out, background, antialiased } => {
             render_cmd::run(&render_cmd::RenderArgs {

@@ -51,7 +51,7 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<()> {
         }
     };
     let ctx = pollster::block_on(GpuContext::new_headless())?;
-    let renderer = Renderer::new(&ctx);
+    let renderer = Renderer::new(&ctx)?;
     let gpu = GpuSplats::upload(&ctx, &splats, Owner::Viewer)?;
     let mut scratch = FrameScratch::new(&ctx, &renderer, Owner::Viewer)?;
     let settings = RenderSettings {

@@ -181,6 +181,19 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
         let Some(event) = task.event_timeout(Duration::from_secs(1)) else { continue };
         match event {
             Event::Error(message) => bail!("{message}"),
+            Event::RunFailed { message, kept, .. } => {
+                // The last good step's splats where the task kept them, as a finished run's
+                // would be written; the exit status still says the run failed.
+                if kept.is_some() {
+                    for extension in &args.export {
+                        let path = out.join(format!("splats.{extension}"));
+                        task.send(Command::Export { path })?;
+                        wait_for_export(task)?;
+                    }
+                    bail!("{message} (written to {})", out.display());
+                }
+                bail!("{message}");
+            }
             Event::Warning(message) => progress.println(&format!("warning: {message}")),
             Event::RunStarted { splats, steps, .. } => {
                 progress.println(&format!("training {splats} splats for {steps} steps"));

@@ -12,6 +12,75 @@ use crate::readback::Poller;
 const WANTED_FEATURES: wgpu::Features =
     wgpu::Features::SUBGROUP.union(wgpu::Features::TIMESTAMP_QUERY);
 
+/// What the project's kernels need of a device beyond what every WebGPU device offers
+/// (`trainer/tests/kernel_needs.rs` reads it off every kernel with naga and checks these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelNeeds {
+    /// Storage buffers one entry point binds, at most (the projection's backward pass).
+    pub storage_buffers_per_stage: u32,
+    /// Workgroup memory one entry point uses, at most (the backward rasterizer).
+    pub workgroup_storage_bytes: u32,
+    /// Invocations in a workgroup (every kernel's `@workgroup_size(256)`, along x).
+    pub invocations_per_workgroup: u32,
+}
+
+/// See [`KernelNeeds`].
+pub const KERNEL_NEEDS: KernelNeeds = KernelNeeds {
+    storage_buffers_per_stage: 22,
+    workgroup_storage_bytes: 15_876,
+    invocations_per_workgroup: 256,
+};
+
+impl KernelNeeds {
+    /// What a device with `limits` lacks of these needs, in words; `None` when it has them.
+    #[must_use]
+    pub fn unmet(&self, limits: &wgpu::Limits) -> Option<String> {
+        let mut lacks = Vec::new();
+        if limits.max_storage_buffers_per_shader_stage < self.storage_buffers_per_stage {
+            lacks.push(format!(
+                "it offers {} storage buffers per shader stage, the kernels bind up to {}",
+                limits.max_storage_buffers_per_shader_stage, self.storage_buffers_per_stage
+            ));
+        }
+        if limits.max_compute_workgroup_storage_size < self.workgroup_storage_bytes {
+            lacks.push(format!(
+                "it offers {} bytes of workgroup memory, the kernels use up to {}",
+                limits.max_compute_workgroup_storage_size, self.workgroup_storage_bytes
+            ));
+        }
+        if limits.max_compute_invocations_per_workgroup < self.invocations_per_workgroup
+            || limits.max_compute_workgroup_size_x < self.invocations_per_workgroup
+        {
+            lacks.push(format!(
+                "it runs at most {} invocations in a workgroup, the kernels use {}",
+                limits
+                    .max_compute_invocations_per_workgroup
+                    .min(limits.max_compute_workgroup_size_x),
+                self.invocations_per_workgroup
+            ));
+        }
+        (!lacks.is_empty()).then(|| lacks.join("; "))
+    }
+}
+
+/// Which of a device's size limits a buffer meets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// `max_buffer_size`: one buffer.
+    Buffer,
+    /// `max_storage_buffer_binding_size`: one storage binding (a buffer a kernel binds whole).
+    StorageBinding,
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Buffer => "buffer",
+            Self::StorageBinding => "storage binding",
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
     #[error(
@@ -20,8 +89,23 @@ pub enum GpuError {
     NoAdapter(String),
     #[error("could not open the GPU device: {0}")]
     RequestDevice(String),
-    #[error("'{label}': {bytes} bytes is more than this GPU allows in one buffer ({limit} bytes)")]
-    TooLarge { label: String, bytes: u64, limit: u64 },
+    #[error(
+        "this GPU ({adapter}) cannot run splatforge's kernels: {lacks}{hint}",
+        hint = if adapter.contains("Dx12") {
+            " (on Windows, the Vulkan driver may offer more: set WGPU_BACKEND=vulkan)"
+        } else {
+            ""
+        }
+    )]
+    Unsupported { adapter: String, lacks: String },
+    #[error(
+        "'{label}': {} is more than this GPU allows in one {which} ({})",
+        crate::human_bytes(*bytes),
+        crate::human_bytes(*limit)
+    )]
+    TooLarge { label: String, bytes: u64, limit: u64, which: Limit },
+    #[error("'{label}': {count} is more than a GPU index counts (4,294,967,295)")]
+    TooMany { label: String, count: u64 },
     #[error("'{label}': the GPU is out of memory ({bytes} bytes requested)")]
     OutOfMemory { label: String, bytes: u64 },
     #[error("'{label}': {message}")]
@@ -58,6 +142,18 @@ impl Deref for GpuTexture {
     }
 }
 
+/// How [`GpuContext::new_headless_with`] opens its device: features left out, limits lowered.
+#[derive(Clone, Debug, Default)]
+pub struct HeadlessOptions {
+    /// Optional features not to ask for: without `SUBGROUP` the kernels take their portable
+    /// paths (tests and the self-test compare the two).
+    pub without: wgpu::Features,
+    /// A lower `max_buffer_size` than the adapter's.
+    pub max_buffer_size: Option<u64>,
+    /// A lower `max_storage_buffer_binding_size` than the adapter's.
+    pub max_storage_buffer_binding_size: Option<u64>,
+}
+
 /// The device, its queue and the ledger. Cheap to clone (everything inside is shared).
 #[derive(Clone, Debug)]
 pub struct GpuContext {
@@ -66,6 +162,7 @@ pub struct GpuContext {
     pub adapter_info: wgpu::AdapterInfo,
     ledger: Arc<Ledger>,
     uncaptured: Arc<Mutex<Vec<String>>>,
+    lost: Arc<Mutex<Option<String>>>,
     poller: Arc<Poller>,
     profiler: Arc<Mutex<Option<Profiler>>>,
 }
@@ -75,13 +172,12 @@ impl GpuContext {
     /// adapter's own limits (not the conservative defaults) and the optional features we
     /// use where it has them.
     pub async fn new_headless() -> Result<Self, GpuError> {
-        Self::new_headless_without(wgpu::Features::empty()).await
+        Self::new_headless_with(&HeadlessOptions::default()).await
     }
 
-    /// [`GpuContext::new_headless`] leaving `without` out of the optional features: without
-    /// `SUBGROUP` the kernels take their portable paths (tests and the self-test compare the
-    /// two).
-    pub async fn new_headless_without(without: wgpu::Features) -> Result<Self, GpuError> {
+    /// [`GpuContext::new_headless`] with features left out or limits lowered (tests: the
+    /// portable paths, a smaller GPU).
+    pub async fn new_headless_with(options: &HeadlessOptions) -> Result<Self, GpuError> {
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = instance
@@ -93,22 +189,38 @@ impl GpuContext {
             })
             .await
             .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
+        let info = adapter.get_info();
+        if let Some(lacks) = KERNEL_NEEDS.unmet(&adapter.limits()) {
+            return Err(GpuError::Unsupported { adapter: adapter_name(&info), lacks });
+        }
         let mut descriptor = device_descriptor(&adapter);
-        descriptor.required_features = descriptor.required_features.difference(without);
+        descriptor.required_features = descriptor.required_features.difference(options.without);
+        let limits = &mut descriptor.required_limits;
+        if let Some(bytes) = options.max_buffer_size {
+            limits.max_buffer_size = limits.max_buffer_size.min(bytes);
+        }
+        if let Some(bytes) = options.max_storage_buffer_binding_size {
+            limits.max_storage_buffer_binding_size =
+                limits.max_storage_buffer_binding_size.min(bytes);
+        }
         let (device, queue) = adapter
             .request_device(&descriptor)
             .await
             .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
-        Ok(Self::from_device(device, queue, adapter.get_info()))
+        Self::from_device(device, queue, info)
     }
 
-    /// Wraps a device made elsewhere (eframe's), so the app and the trainer share it.
-    #[must_use]
+    /// Wraps a device made elsewhere (eframe's), so the app and the trainer share it. Refuses
+    /// a device that lacks what the kernels need ([`KERNEL_NEEDS`]), in words, rather than
+    /// failing later at the first pipeline or bind group.
     pub fn from_device(
         device: wgpu::Device,
         queue: wgpu::Queue,
         adapter_info: wgpu::AdapterInfo,
-    ) -> Self {
+    ) -> Result<Self, GpuError> {
+        if let Some(lacks) = KERNEL_NEEDS.unmet(&device.limits()) {
+            return Err(GpuError::Unsupported { adapter: adapter_name(&adapter_info), lacks });
+        }
         let uncaptured: Arc<Mutex<Vec<String>>> = Arc::default();
         // wgpu's default handler panics; errors outside our error scopes are recorded instead
         // and surface through `take_uncaptured_errors`.
@@ -117,15 +229,60 @@ impl GpuContext {
             log::error!("uncaptured GPU error: {error}");
             sink.lock().unwrap_or_else(PoisonError::into_inner).push(error.to_string());
         }));
-        Self {
+        // A lost device (a driver reset, the GPU removed or hung) makes every later call fail
+        // with an error about something else: remember why, so errors can say it.
+        let lost: Arc<Mutex<Option<String>>> = Arc::default();
+        let sink = Arc::clone(&lost);
+        device.set_device_lost_callback(move |reason, message| {
+            log::error!("the GPU device was lost ({reason:?}): {message}");
+            let why = if message.is_empty() { format!("{reason:?}") } else { message };
+            sink.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert(why);
+        });
+        Ok(Self {
             device,
             queue,
             adapter_info,
             ledger: Ledger::new(),
             uncaptured,
+            lost,
             poller: Arc::default(),
             profiler: Arc::default(),
+        })
+    }
+
+    /// Why the device was lost, once it has been (every GPU call fails after that: the app
+    /// must be restarted to get a new device). A loss often shows first as a failed read-back,
+    /// before wgpu has called back: this polls the device once (without waiting) so that the
+    /// callback has run.
+    #[must_use]
+    pub fn lost(&self) -> Option<String> {
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        self.lost.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The most bytes one buffer that a kernel binds whole may hold on this device, and which
+    /// limit that is: the storage binding limit (wgpu caps it at 2 GiB − 1 on Vulkan and DX12;
+    /// lavapipe has 128 MiB) or, where that is larger, the buffer limit.
+    #[must_use]
+    pub fn whole_binding_limit(&self) -> (u64, Limit) {
+        let limits = self.device.limits();
+        if limits.max_storage_buffer_binding_size <= limits.max_buffer_size {
+            (limits.max_storage_buffer_binding_size, Limit::StorageBinding)
+        } else {
+            (limits.max_buffer_size, Limit::Buffer)
         }
+    }
+
+    /// An error unless `bytes` fit one buffer that a kernel binds whole
+    /// ([`GpuContext::whole_binding_limit`]): checked before such a buffer grows, so a run
+    /// that outgrows the device stops with this, naming the limit, never with a validation
+    /// error at the next bind group.
+    pub fn check_whole_binding(&self, label: &str, bytes: u64) -> Result<(), GpuError> {
+        let (limit, which) = self.whole_binding_limit();
+        if bytes > limit {
+            return Err(GpuError::TooLarge { label: label.into(), bytes, limit, which });
+        }
+        Ok(())
     }
 
     pub(crate) fn poller(&self) -> &Poller {
@@ -158,7 +315,12 @@ impl GpuContext {
     ) -> Result<GpuBuffer, GpuError> {
         let limit = self.device.limits().max_buffer_size;
         if bytes > limit {
-            return Err(GpuError::TooLarge { label: label.into(), bytes, limit });
+            return Err(GpuError::TooLarge {
+                label: label.into(),
+                bytes,
+                limit,
+                which: Limit::Buffer,
+            });
         }
         let buffer = self.with_error_scope(label, bytes, || {
             self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -280,6 +442,12 @@ impl GpuContext {
         }
         Ok(resource)
     }
+}
+
+/// An adapter as a user would name it: `NVIDIA GeForce RTX 4090, Vulkan`.
+#[must_use]
+pub fn adapter_name(info: &wgpu::AdapterInfo) -> String {
+    format!("{}, {:?}", info.name, info.backend)
 }
 
 /// What we ask a device for: the adapter's full limits and the optional features it has.

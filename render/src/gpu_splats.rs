@@ -209,10 +209,9 @@ impl GpuSplats {
         precision: ShPrecision,
         owner: Owner,
     ) -> Result<Self, GpuError> {
-        let count = u32::try_from(splats.len()).map_err(|_| GpuError::TooLarge {
+        let count = u32::try_from(splats.len()).map_err(|_| GpuError::TooMany {
             label: "splats".into(),
-            bytes: splats.len() as u64,
-            limit: u64::from(u32::MAX),
+            count: splats.len() as u64,
         })?;
         let values = buffer_values(splats);
         let mut buffers = Vec::with_capacity(PARAM_BUFFERS);

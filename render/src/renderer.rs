@@ -114,9 +114,10 @@ fn pipeline(ctx: &GpuContext, kernel: Kernel, entry: &str) -> wgpu::ComputePipel
 }
 
 impl Renderer {
-    /// Builds the pipelines; subgroup operations are used where the device has them.
-    #[must_use]
-    pub fn new(ctx: &GpuContext) -> Self {
+    /// Builds the pipelines; subgroup operations are used where the device has them. Inside
+    /// error scopes: a pipeline the device cannot build is an error here, in words, not a
+    /// failure at the first frame.
+    pub fn new(ctx: &GpuContext) -> Result<Self, GpuError> {
         let reduction = if ctx.device.features().contains(wgpu::Features::SUBGROUP) {
             Reduction::Subgroup
         } else {
@@ -125,31 +126,35 @@ impl Renderer {
         Self::with_reduction(ctx, reduction)
     }
 
-    /// Builds the pipelines with the given backward reduction (tests use this to check the
-    /// portable one on devices that have subgroups).
-    #[must_use]
-    pub fn with_reduction(ctx: &GpuContext, reduction: Reduction) -> Self {
+    /// Builds the pipelines with the given backward reduction (tests and the self-test use
+    /// this to compare the reductions on one device).
+    pub fn with_reduction(ctx: &GpuContext, reduction: Reduction) -> Result<Self, GpuError> {
         Self::with_limits(ctx, reduction, DispatchLimits::of(&ctx.device))
     }
 
     /// Builds the pipelines planning dispatches for `limits` (tests shrink them to exercise
     /// the 2D dispatch that large scenes and images need).
-    #[must_use]
-    pub fn with_limits(ctx: &GpuContext, reduction: Reduction, limits: DispatchLimits) -> Self {
-        Self {
-            project_forward: pipeline(ctx, Kernel::ProjectForward, "main"),
-            project_backward: pipeline(ctx, Kernel::ProjectBackward, "main"),
-            compact: pipeline(ctx, Kernel::Intersect, "compact"),
-            gather_counts: pipeline(ctx, Kernel::Intersect, "gather_counts"),
-            emit: pipeline(ctx, Kernel::Intersect, "emit"),
-            tile_ranges: pipeline(ctx, Kernel::Intersect, "tile_ranges"),
-            rasterize_forward: pipeline(ctx, Kernel::RasterizeForward, "main"),
-            rasterize_backward: pipeline(ctx, Kernel::RasterizeBackward(reduction), "main"),
-            reduction,
-            limits,
-            scan: PrefixScan::with_limits(ctx, limits),
-            sort: RadixSort::with_limits(ctx, limits),
-        }
+    pub fn with_limits(
+        ctx: &GpuContext,
+        reduction: Reduction,
+        limits: DispatchLimits,
+    ) -> Result<Self, GpuError> {
+        ctx.checked("the rasterizer's pipelines", || {
+            Ok(Self {
+                project_forward: pipeline(ctx, Kernel::ProjectForward, "main"),
+                project_backward: pipeline(ctx, Kernel::ProjectBackward, "main"),
+                compact: pipeline(ctx, Kernel::Intersect, "compact"),
+                gather_counts: pipeline(ctx, Kernel::Intersect, "gather_counts"),
+                emit: pipeline(ctx, Kernel::Intersect, "emit"),
+                tile_ranges: pipeline(ctx, Kernel::Intersect, "tile_ranges"),
+                rasterize_forward: pipeline(ctx, Kernel::RasterizeForward, "main"),
+                rasterize_backward: pipeline(ctx, Kernel::RasterizeBackward(reduction), "main"),
+                reduction,
+                limits,
+                scan: PrefixScan::with_limits(ctx, limits),
+                sort: RadixSort::with_limits(ctx, limits),
+            })
+        })
     }
 
     /// How the backward pass sums over a tile.
@@ -780,8 +785,13 @@ fn scratch_buffer(
     owner: Owner,
 ) -> Result<GpuBuffer, GpuError> {
     // At least one `Projected` (48 bytes) and 16-byte aligned: an empty binding of a struct
-    // array is invalid.
-    ctx.create_buffer(label, bytes.max(64), usage, Category::RasterizerScratch, owner)
+    // array is invalid. Kernels bind these buffers whole: one past the binding limit is an
+    // error here, naming the limit, not a validation error at the next bind group.
+    let bytes = bytes.max(64);
+    if usage.contains(wgpu::BufferUsages::STORAGE) {
+        ctx.check_whole_binding(label, bytes)?;
+    }
+    ctx.create_buffer(label, bytes, usage, Category::RasterizerScratch, owner)
 }
 
 /// Capacity to allocate for `needed` items when growing: half again, at least 256.

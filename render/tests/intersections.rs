@@ -100,7 +100,7 @@ fn current_rule(splats: &Splats, camera: &Camera) -> (u64, u64) {
 #[ignore = "a measurement for BENCHMARKS.md"]
 fn intersections_per_splat_on_real_scenes() {
     let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
-    let renderer = Renderer::new(&ctx);
+    let renderer = Renderer::new(&ctx).unwrap();
     println!(
         "{:<44} {:>9} {:>9} {:>10} {:>10} {:>10} {:>8}",
         "scene, view", "splats", "visible", "before", "after", "GPU after", "after/before"

@@ -96,7 +96,7 @@ struct Gpu {
 impl Gpu {
     fn new() -> Self {
         let ctx = context();
-        let renderer = Renderer::new(&ctx);
+        let renderer = Renderer::new(&ctx).unwrap();
         Self { ctx, renderer }
     }
 
@@ -292,7 +292,7 @@ fn gradients_match_reference() {
 #[test]
 fn gradients_match_with_the_portable_reduction() {
     let ctx = context();
-    let gpu = Gpu { renderer: Renderer::with_reduction(&ctx, Reduction::PORTABLE), ctx };
+    let gpu = Gpu { renderer: Renderer::with_reduction(&ctx, Reduction::PORTABLE).unwrap(), ctx };
     let mut rng = Rng(3);
     let splats = random_scene(&mut rng, 100, 1);
     let cam = camera(40, 40, Mat4::IDENTITY);
@@ -307,7 +307,7 @@ fn gradient_bits(
     cam: &Camera,
     seed: u64,
 ) -> Vec<Vec<u32>> {
-    let renderer = Renderer::with_reduction(ctx, reduction);
+    let renderer = Renderer::with_reduction(ctx, reduction).unwrap();
     let params = GpuSplats::upload(ctx, splats, Owner::Run(3)).unwrap();
     let grads = SplatGradients::new(ctx, &params, Owner::Run(3)).unwrap();
     let mut scratch = FrameScratch::new(ctx, &renderer, Owner::Run(3)).unwrap();
@@ -390,7 +390,7 @@ fn every_reduction_width_gives_the_same_bits() {
     ] {
         if what == "crowded small view" {
             let gpu = Gpu {
-                renderer: Renderer::with_reduction(&ctx, Reduction::Subgroup),
+                renderer: Renderer::with_reduction(&ctx, Reduction::Subgroup).unwrap(),
                 ctx: ctx.clone(),
             };
             if ctx.device.features().contains(wgpu::Features::SUBGROUP) {
@@ -509,7 +509,8 @@ fn two_dimensional_dispatch_gives_the_same_result() {
     let ctx = context();
     let limits =
         DispatchLimits { max_workgroups_per_dimension: 3, ..DispatchLimits::of(&ctx.device) };
-    let gpu = Gpu { renderer: Renderer::with_limits(&ctx, Reduction::PORTABLE, limits), ctx };
+    let gpu =
+        Gpu { renderer: Renderer::with_limits(&ctx, Reduction::PORTABLE, limits).unwrap(), ctx };
     let mut rng = Rng(17);
     let splats = random_scene(&mut rng, 2000, 1);
     let cam = camera(100, 90, Mat4::IDENTITY);

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 /// A file or folder of ../shared/data.
+#[allow(dead_code, reason = "not every command-line test reads the shared data")]
 pub fn data(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data").join(rel)
 }

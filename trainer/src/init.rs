@@ -54,10 +54,9 @@ pub fn upload_from_points(
     precision: ShPrecision,
     owner: Owner,
 ) -> Result<GpuSplats, GpuError> {
-    let count = u32::try_from(cloud.len()).map_err(|_| GpuError::TooLarge {
+    let count = u32::try_from(cloud.len()).map_err(|_| GpuError::TooMany {
         label: "init points".into(),
-        bytes: cloud.len() as u64,
-        limit: u64::from(u32::MAX),
+        count: cloud.len() as u64,
     })?;
     let dist2 = mean_neighbour_dist2(&cloud.positions);
     let splats = GpuSplats::allocate(ctx, count, sh_degree, precision, owner)?;

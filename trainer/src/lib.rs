@@ -8,6 +8,7 @@ pub mod loss;
 pub mod memory;
 pub mod optim;
 pub mod sample_scene;
+pub mod self_test;
 pub mod task;
 pub mod train;
 

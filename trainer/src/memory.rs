@@ -215,6 +215,20 @@ pub struct RunPlan {
     pub placement: ImagePlacement,
     /// The splat cap that fits.
     pub max_splats: u32,
+    /// What set it.
+    pub cap: Cap,
+}
+
+/// What limits a run's splat count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cap {
+    /// The count asked for fits.
+    Requested,
+    /// A larger run's predicted peak passes the memory budget.
+    Budget,
+    /// A buffer that kernels bind whole (`buffer`, described for a person) passes what the
+    /// device allows in one binding (`limit` bytes, `which` limit) at a larger count.
+    Binding { buffer: &'static str, limit: u64, which: splat_render::Limit },
 }
 
 /// A predicted peak.
@@ -325,25 +339,44 @@ impl MemoryModel {
         limits: Option<&wgpu::Limits>,
     ) -> RunPlan {
         let fit = |shape: &RunShape| {
-            let mut fits = self.max_splats_for_budget(budget_bytes, shape);
-            if let Some(limits) = limits {
-                fits = fits.min(self.max_splats_for_limits(limits, shape));
+            let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+            let by_budget = clamp(self.max_splats_for_budget(budget_bytes, shape));
+            let mut fit = (max_splats, Cap::Requested);
+            if by_budget < fit.0 {
+                fit = (by_budget, Cap::Budget);
             }
-            u32::try_from(fits).unwrap_or(u32::MAX).min(max_splats).max(1)
+            if let Some(limits) = limits {
+                let (by_binding, buffer) = self.binding_cap(limits, shape);
+                if clamp(by_binding) < fit.0 {
+                    let (limit, which) =
+                        if limits.max_storage_buffer_binding_size <= limits.max_buffer_size {
+                            (
+                                limits.max_storage_buffer_binding_size,
+                                splat_render::Limit::StorageBinding,
+                            )
+                        } else {
+                            (limits.max_buffer_size, splat_render::Limit::Buffer)
+                        };
+                    fit = (clamp(by_binding), Cap::Binding { buffer, limit, which });
+                }
+            }
+            (fit.0.max(1), fit.1)
         };
         let resident = RunShape::for_dataset(dataset, u64::from(max_splats), sh_degree)
             .with_precision(sh_precision);
         let streamed = resident.streamed();
         match (fit(&resident), fit(&streamed)) {
-            (with_images, without) if with_images >= without => RunPlan {
+            ((with_images, cap), (without, _)) if with_images >= without => RunPlan {
                 shape: resident,
                 placement: ImagePlacement::Resident,
                 max_splats: with_images,
+                cap,
             },
-            (_, without) => RunPlan {
+            (_, (without, cap)) => RunPlan {
                 shape: streamed,
                 placement: ImagePlacement::Streamed,
                 max_splats: without,
+                cap,
             },
         }
     }
@@ -359,27 +392,41 @@ impl MemoryModel {
 
     /// The largest splat count whose buffers each fit one storage binding and one buffer of
     /// a device with `limits` (0 if not even one splat does, or the image's loss maps do
-    /// not fit): the largest are the rasterizer's projected splats (48 bytes × the grown
-    /// capacity), the highest SH band's gradient (84 bytes a splat at degree 3, f32 whatever
-    /// the parameters' precision) and the backward pass's intersection partials (36 bytes ×
-    /// the grown intersections). On lavapipe (128 MiB bindings) at 4 intersections a splat
-    /// the partials bind first: 621k splats, whatever the budget.
+    /// not fit): see [`MemoryModel::binding_cap`].
     #[must_use]
     pub fn max_splats_for_limits(&self, limits: &wgpu::Limits, shape: &RunShape) -> u64 {
+        self.binding_cap(limits, shape).0
+    }
+
+    /// [`MemoryModel::max_splats_for_limits`], and the buffer that binds first. Kernels bind
+    /// these whole, so each must fit one storage binding and one buffer: the rasterizer's
+    /// projected splats (48 bytes × the grown capacity), the highest SH band's gradient (84
+    /// bytes a splat at degree 3, f32 whatever the parameters' precision), the backward
+    /// pass's intersection partials (36 bytes × the grown intersections) and the loss maps
+    /// (by pixels). On lavapipe (128 MiB bindings) at 4 intersections a splat the partials
+    /// bind first: 621k splats, whatever the budget.
+    #[must_use]
+    pub fn binding_cap(&self, limits: &wgpu::Limits, shape: &RunShape) -> (u64, &'static str) {
         let binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let d = shape.sh_degree.min(3) as usize;
         let param_floats = u64::from(VALUES_PER_SPLAT[..=4 + d].iter().copied().max().unwrap_or(0));
         let ips = f64::from(shape.intersections_per_splat.max(0.0));
         let pixels = u64::from(shape.width) * u64::from(shape.height);
-        largest_fitting(|n| {
-            let splats = self.grown(n);
-            let intersections = self.grown((n as f64 * ips).ceil() as u64);
-            let largest = (splats * PROJECTED_BYTES)
-                .max(intersections * PROJECTED_GRAD_FLOATS * 4)
-                .max(n * param_floats * 4)
-                .max(pixels * LOSS_MAPS_BYTES_PER_PIXEL);
-            largest <= binding
-        })
+        let buffers: [(&'static str, &dyn Fn(u64) -> u64); 4] = [
+            ("the rasterizer's projected splats (48 B a splat)", &|n| {
+                self.grown(n) * PROJECTED_BYTES
+            }),
+            ("the intersection gradients (36 B an intersection)", &|n| {
+                self.grown((n as f64 * ips).ceil() as u64) * PROJECTED_GRAD_FLOATS * 4
+            }),
+            ("the largest parameter gradient buffer", &|n| n * param_floats * 4),
+            ("the loss maps of one image", &|_| pixels * LOSS_MAPS_BYTES_PER_PIXEL),
+        ];
+        buffers
+            .iter()
+            .map(|(name, bytes)| (largest_fitting(|n| bytes(n) <= binding), *name))
+            .min_by_key(|(n, _)| *n)
+            .unwrap_or((0, ""))
     }
 
     /// Capacity the rasterizer scratch grows to for `needed` items.
@@ -524,7 +571,7 @@ pub fn measure_intersections_per_splat(
     if splats.is_empty() {
         return Ok(0.0);
     }
-    let renderer = Renderer::new(ctx);
+    let renderer = Renderer::new(ctx)?;
     let gpu = GpuSplats::upload(ctx, splats, Owner::Shared)?;
     let mut scratch = FrameScratch::new(ctx, &renderer, Owner::Shared)?;
     let settings = RenderSettings::default();

@@ -465,7 +465,7 @@ fn straight_rgba8(pixels: &[[f32; 4]]) -> Vec<u8> {
 /// Renders every view of the ground truth: RGBA PNGs, in view order.
 fn render_views(ctx: &GpuContext) -> Result<Vec<Vec<u8>>, SampleSceneError> {
     let splats = GpuSplats::upload(ctx, &ground_truth(), Owner::Shared)?;
-    let renderer = Renderer::new(ctx);
+    let renderer = Renderer::new(ctx)?;
     let mut scratch = FrameScratch::new(ctx, &renderer, Owner::Shared)?;
     // Black, so the image's rgb is the splats' premultiplied colour and `straight_rgba8` can
     // divide the background back out exactly.

@@ -26,13 +26,15 @@ use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 use tokio::sync::mpsc::{Receiver, Sender, channel};
 
 use splat_formats::{PointCloud, Splats, ply, splat, spz};
-use splat_render::{GpuContext, GpuSplats, LedgerSnapshot, Owner, ShPrecision};
+use splat_render::{
+    GpuContext, GpuError, GpuSplats, LedgerSnapshot, Owner, ShPrecision, human_bytes,
+};
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::dataset::{Dataset, LoadOptions, load_dataset};
 use crate::densify::Strategy;
 use crate::init::upload_from_points;
-use crate::memory::{MemoryModel, RunPlan};
+use crate::memory::{Cap, MemoryModel, RunPlan};
 use crate::train::{
     EvalStats, ImagePlacement, StepMetrics, StepStats, TrainConfig, TrainKernels, Trainer,
     resident_image_bytes,
@@ -185,6 +187,16 @@ pub enum Event {
     CheckpointSaved(PathBuf),
     Warning(String),
     Error(String),
+    /// A run could not go on (a GPU error, out of memory, a device lost) and was torn down;
+    /// `message` says what happened, to which run and what to try. `kept`: the step whose
+    /// splats the task kept (Export writes them, the viewer shows them) until the next run
+    /// or dataset.
+    RunFailed {
+        run: u64,
+        step: u32,
+        message: String,
+        kept: Option<u32>,
+    },
     Pong {
         id: u64,
     },
@@ -207,6 +219,8 @@ pub enum TaskError {
     Stopped,
     #[error("could not start the trainer thread: {0}")]
     Spawn(std::io::Error),
+    #[error(transparent)]
+    Gpu(GpuError),
 }
 
 /// Called by the task after each event it sends.
@@ -266,6 +280,9 @@ impl TaskHandle {
                 notify();
             })
         };
+        // The pipelines first, on the caller's thread: a device that cannot build them is an
+        // error of the start, not of the first run.
+        let kernels = Arc::new(TrainKernels::new(&ctx).map_err(TaskError::Gpu)?);
         let (commands, command_rx) = channel(COMMAND_CAPACITY);
         let (event_tx, events) = channel(EVENT_CAPACITY);
         let viewer = ViewerSlot::default();
@@ -276,7 +293,7 @@ impl TaskHandle {
         let thread = std::thread::Builder::new()
             .name("splat-trainer".into())
             .spawn(move || {
-                runtime.block_on(Task::new(ctx, command_rx, event_tx, slot, notify).run());
+                runtime.block_on(Task::new(ctx, kernels, command_rx, event_tx, slot, notify).run());
             })
             .map_err(TaskError::Spawn)?;
         Ok(Self { commands, events: Mutex::new(events), news, viewer, thread: Some(thread) })
@@ -365,6 +382,11 @@ struct Task {
     /// init.ply for the next runs; read at each start, after the previous run's teardown.
     init: Option<PathBuf>,
     trainer: Option<Trainer>,
+    /// The splats of a failed run's last good step (step, splats): what Export writes while
+    /// there is no run.
+    kept: Option<(u32, Splats)>,
+    /// The last checkpoint saved (path, step), named when a failed run keeps nothing else.
+    last_checkpoint: Option<(PathBuf, u32)>,
     /// Built once, shared by every run.
     kernels: Arc<TrainKernels>,
     last_config: Option<TrainConfig>,
@@ -376,6 +398,7 @@ struct Task {
 impl Task {
     fn new(
         ctx: GpuContext,
+        kernels: Arc<TrainKernels>,
         commands: Receiver<Command>,
         events: Sender<Event>,
         viewer: ViewerSlot,
@@ -384,7 +407,7 @@ impl Task {
         Self {
             notify,
             viewer,
-            kernels: Arc::new(TrainKernels::new(&ctx)),
+            kernels,
             memory_budget: crate::memory::default_budget(&ctx),
             ctx,
             commands,
@@ -394,6 +417,8 @@ impl Task {
             dataset: None,
             init: None,
             trainer: None,
+            kept: None,
+            last_checkpoint: None,
             last_config: None,
             next_run: 1,
             run_started: Instant::now(),
@@ -430,7 +455,7 @@ impl Task {
             return None;
         };
         if let Err(e) = trainer.begin_step() {
-            self.fail_run(&format!("training step failed: {e}")).await;
+            self.fail_run("a training step", &e).await;
             return None;
         }
         let counted = tokio::select! {
@@ -525,7 +550,7 @@ impl Task {
                             self.refresh_viewer().await;
                             self.memory().await;
                         }
-                        Err(e) => self.fail_run(&format!("pause failed: {e}")).await,
+                        Err(e) => self.fail_run("the pause", &e).await,
                     }
                 }
                 _ => self.warn(format!("nothing to pause while {:?}", self.state)).await,
@@ -659,8 +684,10 @@ impl Task {
         };
         let (config, placement) = self.fit_budget(&dataset, config).await;
         let config = &config;
-        // The initial splats' preview goes before the run allocates (its peak is its own).
+        // The initial splats' preview (or a failed run's kept splats) goes before the run
+        // allocates (its peak is its own).
         self.viewer.set(None);
+        self.kept = None;
         let points = match self.initial_points(&dataset, config.max_splats, config.seed) {
             Ok(points) => points,
             Err(e) => {
@@ -719,7 +746,7 @@ impl Task {
     ) -> (TrainConfig, ImagePlacement) {
         let model = MemoryModel::default();
         let limits = self.ctx.device.limits();
-        let RunPlan { shape, placement, max_splats } = model.plan_run(
+        let RunPlan { shape, placement, max_splats, cap } = model.plan_run(
             dataset,
             config.max_splats,
             (config.sh_degree, config.sh_precision),
@@ -734,12 +761,29 @@ impl Task {
             ))
             .await;
         }
-        if max_splats < config.max_splats {
-            self.warn(format!(
-                "max splats {}: does not fit the memory budget of {} bytes, capped at {max_splats}",
-                config.max_splats, self.memory_budget
-            ))
-            .await;
+        match cap {
+            Cap::Requested => {}
+            Cap::Budget => {
+                self.warn(format!(
+                    "max splats {} capped at {max_splats}: a larger run's predicted peak passes \
+                     the memory budget ({})",
+                    config.max_splats,
+                    human_bytes(self.memory_budget)
+                ))
+                .await;
+            }
+            Cap::Binding { buffer, limit, which } => {
+                let by_budget = model.max_splats_for_budget(self.memory_budget, &shape);
+                self.warn(format!(
+                    "max splats {} capped at {max_splats}: beyond that, {buffer} would pass \
+                     what this GPU allows in one {which} ({}); the memory budget ({}) would \
+                     hold {by_budget}",
+                    config.max_splats,
+                    human_bytes(limit),
+                    human_bytes(self.memory_budget)
+                ))
+                .await;
+            }
         }
         let mut config = config.clone();
         config.max_splats = max_splats;
@@ -775,7 +819,7 @@ impl Task {
                 self.set_state(TaskState::Training).await;
                 self.memory().await;
             }
-            Err(e) => self.fail_run(&format!("resume failed: {e}")).await,
+            Err(e) => self.fail_run("the resume", &e).await,
         }
     }
 
@@ -797,7 +841,7 @@ impl Task {
         let stats = match result {
             Ok(stats) => stats,
             Err(e) => {
-                self.fail_run(&format!("training step failed: {e}")).await;
+                self.fail_run("a training step", &e).await;
                 return;
             }
         };
@@ -830,7 +874,7 @@ impl Task {
             if let Some(trainer) = self.trainer.as_mut()
                 && let Err(e) = trainer.pause_async().await
             {
-                self.fail_run(&format!("pause failed: {e}")).await;
+                self.fail_run("the pause at the planned step", &e).await;
                 return;
             }
             // Paused: every loss of the run has come back.
@@ -849,12 +893,67 @@ impl Task {
         }
     }
 
-    /// A GPU error in the run: report it, free the run, stay usable.
-    async fn fail_run(&mut self, message: &str) {
-        self.error(message).await;
+    /// A run that cannot go on (a GPU error in `during`): keep the splats of its last good
+    /// step where the device still answers, report what happened to which run and what to
+    /// try, free the run (its ledger owner back to zero, checked) and stay usable.
+    async fn fail_run(&mut self, during: &str, error: &GpuError) {
+        let Some(trainer) = self.trainer.as_ref() else { return };
+        let run = match trainer.owner() {
+            Owner::Run(id) => id,
+            _ => 0,
+        };
+        let step = trainer.step_count();
+        let lost = self.ctx.lost();
+        // The run's own parameters (a failed step changes none of them before its submit);
+        // else the viewer's copy, a few steps older. Nothing answers on a lost device.
+        let kept = if lost.is_some() {
+            None
+        } else if let Ok(splats) = trainer.splats_async().await {
+            Some((step, splats))
+        } else {
+            let copy = self.viewer.take();
+            let kept = match &copy {
+                Some(v) => v.splats.download_async(&self.ctx).await.ok().map(|s| (v.step, s)),
+                None => None,
+            };
+            drop(copy);
+            kept
+        };
+        let what = match &lost {
+            Some(why) => format!(
+                "the GPU device was lost ({why}): the driver reset it or the GPU hung; restart \
+                 splatforge to train again"
+            ),
+            None => format!("{during} failed: {error}{}", advice(error)),
+        };
+        let what_is_kept = match (&kept, &self.last_checkpoint) {
+            (Some((kept_step, _)), _) => {
+                format!("The splats of step {kept_step} are kept: Export writes them")
+            }
+            (None, Some((path, saved))) => {
+                format!("The last checkpoint is kept: {} (step {saved})", path.display())
+            }
+            (None, None) => "Nothing of the run could be kept".to_string(),
+        };
+        let message = format!("run {run} stopped at step {step}: {what}. {what_is_kept}");
+        self.emit(Event::RunFailed { run, step, message, kept: kept.as_ref().map(|(s, _)| *s) })
+            .await;
         self.teardown().await;
+        if let Some((kept_step, splats)) = kept {
+            self.show_kept(run, kept_step, &splats).await;
+            self.kept = Some((kept_step, splats));
+        }
         self.set_state(if self.dataset.is_some() { TaskState::Ready } else { TaskState::Empty })
             .await;
+    }
+
+    /// Shows a failed run's kept splats in the viewer slot (viewer-owned: the run's owner
+    /// stays at zero). Best effort: a device short of memory shows nothing.
+    async fn show_kept(&mut self, run: u64, step: u32, splats: &Splats) {
+        match GpuSplats::upload(&self.ctx, splats, Owner::Viewer) {
+            Ok(copy) => self.viewer.set(Some(ViewerSplats { run, step, splats: Arc::new(copy) })),
+            Err(e) => self.warn(format!("the kept splats cannot be shown: {e}")).await,
+        }
     }
 
     /// Copies the current run's splats into the viewer slot, reusing the slot's buffers when
@@ -894,6 +993,7 @@ impl Task {
     /// Drops the run and checks that its owner holds nothing afterwards.
     async fn teardown(&mut self) {
         self.viewer.set(None);
+        self.kept = None;
         if let Some(trainer) = self.trainer.take() {
             let owner = trainer.owner();
             drop(trainer);
@@ -922,15 +1022,20 @@ impl Task {
     }
 
     async fn export(&mut self, path: &Path) {
-        let Some(trainer) = self.trainer.as_ref() else {
-            self.warn("nothing to export: no run").await;
-            return;
+        let result = match (create_parent(path), self.trainer.as_ref(), self.kept.as_ref()) {
+            (Err(e), _, _) => Err(e),
+            (Ok(()), Some(trainer), _) => trainer
+                .splats_async()
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|splats| write_splats(path, &splats)),
+            // A failed run's last good step.
+            (Ok(()), None, Some((_, splats))) => write_splats(path, splats),
+            (Ok(()), None, None) => {
+                self.warn("nothing to export: no run").await;
+                return;
+            }
         };
-        let result = match create_parent(path) {
-            Ok(()) => trainer.splats_async().await.map_err(|e| e.to_string()),
-            Err(e) => Err(e),
-        }
-        .and_then(|splats| write_splats(path, &splats));
         match result {
             Ok(()) => self.emit(Event::Exported(path.to_path_buf())).await,
             Err(e) => self.error(format!("export failed: {e}")).await,
@@ -947,12 +1052,16 @@ impl Task {
             Err(e) => Err(e),
         }
         .and_then(|snapshot| {
+            let step = snapshot.step;
             let checkpoint =
                 Checkpoint { snapshot, dataset: checkpoint::dataset_identity(dataset) };
-            checkpoint::save(path, &checkpoint).map_err(|e| e.to_string())
+            checkpoint::save(path, &checkpoint).map(|()| step).map_err(|e| e.to_string())
         });
         match result {
-            Ok(()) => self.emit(Event::CheckpointSaved(path.to_path_buf())).await,
+            Ok(step) => {
+                self.last_checkpoint = Some((path.to_path_buf(), step));
+                self.emit(Event::CheckpointSaved(path.to_path_buf())).await;
+            }
             Err(e) => self.error(format!("saving the checkpoint failed: {e}")).await,
         }
     }
@@ -1027,7 +1136,7 @@ impl Task {
                         self.set_state(TaskState::Paused).await;
                         self.refresh_viewer().await;
                     }
-                    Err(e) => self.fail_run(&format!("pause failed: {e}")).await,
+                    Err(e) => self.fail_run("the pause", &e).await,
                 }
             }
             Err(e) => {
@@ -1092,5 +1201,20 @@ pub fn keep_at_most(cloud: PointCloud, max: usize) -> PointCloud {
         positions: keep.clone().map(|i| cloud.positions[i]).collect(),
         colors: keep.map(|i| cloud.colors[i]).collect(),
         has_color: cloud.has_color,
+    }
+}
+
+/// What to try after a run failed with `error`: for memory, the settings that lower it; for
+/// anything else, the self-test, which tells whether this GPU computes right.
+fn advice(error: &GpuError) -> &'static str {
+    match error {
+        GpuError::OutOfMemory { .. } | GpuError::TooLarge { .. } | GpuError::TooMany { .. } => {
+            "; try fewer splats (Max splats, --max-splats), smaller images \
+             (--max-resolution) or a lower memory budget"
+        }
+        _ => {
+            "; the self-test (Help → Self-test, splatforge self-test) tells whether this GPU \
+             computes right"
+        }
     }
 }

@@ -375,14 +375,18 @@ pub struct TrainKernels {
 }
 
 impl TrainKernels {
-    #[must_use]
-    pub fn new(ctx: &GpuContext) -> Self {
-        Self {
-            renderer: Renderer::new(ctx),
-            loss: ImageLoss::new(ctx),
-            adam: Adam::new(ctx),
-            densifier: Densifier::new(ctx),
-        }
+    /// Builds every pipeline of a run inside error scopes: one the device cannot build is an
+    /// error here, in words.
+    pub fn new(ctx: &GpuContext) -> Result<Self, GpuError> {
+        let renderer = Renderer::new(ctx)?;
+        ctx.checked("the training pipelines", || {
+            Ok(Self {
+                renderer,
+                loss: ImageLoss::new(ctx),
+                adam: Adam::new(ctx),
+                densifier: Densifier::new(ctx),
+            })
+        })
     }
 }
 
@@ -496,7 +500,7 @@ impl Trainer {
         snapshot: RunSnapshot,
         owner: Owner,
     ) -> Result<Self, GpuError> {
-        let kernels = Arc::new(TrainKernels::new(ctx));
+        let kernels = Arc::new(TrainKernels::new(ctx)?);
         Self::from_snapshot_with(kernels, ctx, dataset, snapshot, ImagePlacement::Resident, owner)
     }
 

@@ -145,10 +145,11 @@ fn the_same_bits_whatever_the_subgroup_width() {
     );
     let first = short_run_ply(&ctx);
     drop(ctx);
-    let portable = pollster::block_on(GpuContext::new_headless_without(
-        splat_render::wgpu::Features::SUBGROUP,
-    ))
-    .unwrap();
+    let without = splat_render::HeadlessOptions {
+        without: splat_render::wgpu::Features::SUBGROUP,
+        ..splat_render::HeadlessOptions::default()
+    };
+    let portable = pollster::block_on(GpuContext::new_headless_with(&without)).unwrap();
     assert!(!portable.device.features().contains(splat_render::wgpu::Features::SUBGROUP));
     assert!(short_run_ply(&portable) == first, "the portable path trained other splats");
     drop(portable);

@@ -87,7 +87,7 @@ fn committed_images_are_renders_of_the_ground_truth() {
     let dataset = load_committed();
     let ctx = gpu();
     let splats = GpuSplats::upload(&ctx, &sample_scene::ground_truth(), Owner::Shared).unwrap();
-    let renderer = Renderer::new(&ctx);
+    let renderer = Renderer::new(&ctx).unwrap();
     let mut scratch = FrameScratch::new(&ctx, &renderer, Owner::Shared).unwrap();
     for view in dataset.views() {
         renderer

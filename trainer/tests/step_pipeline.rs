@@ -50,7 +50,7 @@ fn start(ctx: &GpuContext, data: &Arc<Dataset>, placement: ImagePlacement, run: 
         order: Vec::new(),
         config: config(),
     };
-    let kernels = Arc::new(TrainKernels::new(ctx));
+    let kernels = Arc::new(TrainKernels::new(ctx).unwrap());
     Trainer::from_snapshot_with(
         kernels,
         ctx,

@@ -20,7 +20,7 @@ use splat_trainer::init::splats_from_points;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::train::{LearningRates, TrainConfig, Trainer, Transparency};
 
-/// Relative L2 error allowed against the f64 reference (render/tests/rasterize_gpu.rs).
+/// Relative L2 error allowed against the f64 reference (`render/tests/rasterize_gpu.rs`).
 const TOLERANCE: f64 = 1e-4;
 
 #[test]

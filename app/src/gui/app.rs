@@ -21,6 +21,7 @@ use splat_trainer::train::{
 
 use super::files::{FileEvent, Files, OpenKind, Opened, SaveKind};
 use super::history::History;
+use super::self_test::{self, SelfTestWindow};
 use super::viewer::{self, Viewer};
 use super::{GuiArgs, sample};
 
@@ -216,6 +217,8 @@ pub struct UiState {
     pub frame_splats: u32,
     /// The last frame was drawn from the camera the viewport asks for now.
     pub frame_current: bool,
+    /// Help → Self-test: `Some(passed)` once it has finished.
+    pub self_test: Option<bool>,
 }
 
 pub struct SplatApp {
@@ -256,6 +259,11 @@ pub struct SplatApp {
     exported: Vec<PathBuf>,
     checkpoints: Vec<PathBuf>,
     errors: Vec<String>,
+    /// A failed run's kept splats (run, step): what Export writes until the next run.
+    pub(super) kept: Option<(u64, u32)>,
+    /// Help → Self-test: its window while running or shown, and the report being saved.
+    self_test: Option<SelfTestWindow>,
+    self_test_json: Option<String>,
 }
 
 impl SplatApp {
@@ -270,7 +278,7 @@ impl SplatApp {
             render_state.device.clone(),
             render_state.queue.clone(),
             render_state.adapter.get_info(),
-        );
+        )?;
         let egui_ctx = cc.egui_ctx.clone();
         let repaint = egui_ctx.clone();
         let task = TaskHandle::spawn_with_notify(
@@ -328,6 +336,9 @@ impl SplatApp {
             exported: Vec::new(),
             checkpoints: Vec::new(),
             errors: Vec::new(),
+            kept: None,
+            self_test: None,
+            self_test_json: None,
         };
         let adapter = &app.gpu.adapter_info;
         app.info(format!(
@@ -496,8 +507,13 @@ impl SplatApp {
     fn output_path(&self, extension: &str) -> Option<PathBuf> {
         let dir = self.exports_dir()?;
         let stem = self.dataset.as_ref()?.path.file_stem()?.to_string_lossy().into_owned();
-        let run = self.run.as_ref()?;
-        Some(dir.join(format!("{stem}-run{}-step{}.{extension}", run.id, run.step())))
+        // The run's, or a failed run's kept splats (no checkpoint of those: no optimizer).
+        let (run, step) = match (&self.run, self.kept) {
+            (Some(run), _) => (run.id, run.step()),
+            (None, Some(kept)) if extension != "ckpt" => kept,
+            _ => return None,
+        };
+        Some(dir.join(format!("{stem}-run{run}-step{step}.{extension}")))
     }
 
     /// Ctrl+E: the run's splats as PLY into the exports folder.
@@ -521,6 +537,35 @@ impl SplatApp {
         match self.output_path(extension) {
             Some(path) => self.files.save_dialog(kind, path),
             None => self.warning("Start a run first."),
+        }
+    }
+
+    /// Help → Self-test: starts it on the window's device (one at a time).
+    pub(super) fn start_self_test(&mut self, ctx: &egui::Context) {
+        if self.self_test.as_ref().is_some_and(SelfTestWindow::is_running) {
+            return;
+        }
+        let budget = self.settings.memory_budget_mib << 20;
+        // The profiler is the device's: time the passes only when no run trains beside it.
+        let profile = self.task_state != TaskState::Training;
+        match SelfTestWindow::start(self.gpu.clone(), budget, profile, ctx.clone()) {
+            Ok(window) => {
+                self.info("Self-test started (about a minute; training goes on meanwhile).");
+                self.self_test = Some(window);
+            }
+            Err(e) => self.error(format!("cannot start the self-test: {e}")),
+        }
+    }
+
+    fn self_test_window(&mut self, ctx: &egui::Context) {
+        let Some(window) = self.self_test.as_mut() else { return };
+        if let self_test::Action::Save(json) = window.show(ctx) {
+            self.self_test_json = Some(json);
+            let suggested = sample::data_dir().join("self-test.json");
+            self.files.save_dialog(SaveKind::SelfTestReport, suggested);
+        }
+        if !window.is_open() {
+            self.self_test = None;
         }
     }
 
@@ -552,6 +597,7 @@ impl SplatApp {
                 }
             }
             Event::DatasetLoaded { path, train, eval, init_points, dataset } => {
+                self.kept = None;
                 let cameras: Vec<Camera> = dataset.0.views().map(|v| v.camera).collect();
                 let up = scene_up(&cameras);
                 let focus = scene_focus(&cameras);
@@ -573,6 +619,7 @@ impl SplatApp {
                 self.jump_to_camera(0);
             }
             Event::RunStarted { run, splats, steps } => {
+                self.kept = None;
                 self.info(format!("Run {run}: {splats} splats, {steps} steps."));
                 self.run = Some(RunInfo::new(run, steps));
                 self.history = History::default();
@@ -614,6 +661,10 @@ impl SplatApp {
                 self.checkpoints.push(path);
             }
             Event::Warning(message) => self.warning(message),
+            Event::RunFailed { run, message, kept, .. } => {
+                self.kept = kept.map(|step| (run, step));
+                self.error(message);
+            }
             Event::Error(message) => {
                 if self.loading.take().is_some() {
                     self.dataset = None;
@@ -634,6 +685,13 @@ impl SplatApp {
             FileEvent::SaveTo(SaveKind::Export, path) => self.send(Command::Export { path }),
             FileEvent::SaveTo(SaveKind::Checkpoint, path) => {
                 self.send(Command::SaveCheckpoint { path });
+            }
+            FileEvent::SaveTo(SaveKind::SelfTestReport, path) => {
+                let json = self.self_test_json.take().unwrap_or_default();
+                match std::fs::write(&path, json) {
+                    Ok(()) => self.info(format!("Saved the self-test report {}", path.display())),
+                    Err(e) => self.error(format!("{}: {e}", path.display())),
+                }
             }
             FileEvent::Opened(opened) => match opened {
                 Opened::Dataset(path) => self.load_dataset(path),
@@ -782,6 +840,7 @@ impl SplatApp {
                 .viewer
                 .frame()
                 .is_some_and(|f| Some(f.camera) == self.requested_camera),
+            self_test: self.self_test.as_ref().and_then(SelfTestWindow::passed),
         }
     }
 
@@ -808,6 +867,7 @@ impl eframe::App for SplatApp {
         self.poll();
         self.handle_input(ui.ctx());
         self.draw(ui);
+        self.self_test_window(ui.ctx());
         if matches!(self.task_state, TaskState::Loading | TaskState::Training) {
             // Progress and the viewport change continuously; events also wake us.
             ui.ctx().request_repaint_after(Duration::from_millis(100));

@@ -41,6 +41,8 @@ pub enum FileEvent {
 pub enum SaveKind {
     Export,
     Checkpoint,
+    /// The self-test's report (JSON).
+    SelfTestReport,
 }
 
 /// What an open dialog asks for.
@@ -156,6 +158,9 @@ impl Files {
                     .add_filter("SPZ (compressed)", &["spz"]),
                 SaveKind::Checkpoint => {
                     dialog.set_title("Save a checkpoint").add_filter("Checkpoint", &["ckpt"])
+                }
+                SaveKind::SelfTestReport => {
+                    dialog.set_title("Save the self-test report").add_filter("JSON", &["json"])
                 }
             };
             if let Some(file) = pollster::block_on(dialog.save_file()) {

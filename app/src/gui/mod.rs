@@ -9,7 +9,8 @@ mod app;
 mod files;
 mod history;
 mod panels;
-mod sample;
+pub mod sample;
+mod self_test;
 mod viewer;
 
 use std::path::PathBuf;

@@ -177,6 +177,17 @@ impl SplatApp {
                 }
             });
             ui.menu_button("Help", |ui| {
+                if ui
+                    .button("Self-test")
+                    .on_hover_text(
+                        "Check the rasterizer and training on this GPU against the CPU \
+                         reference (about a minute); the report can go with a bug report.",
+                    )
+                    .clicked()
+                {
+                    self.start_self_test(ui.ctx());
+                }
+                ui.separator();
                 ui.label(
                     "Space: start / pause / resume\nCtrl+N: new run\nCtrl+E: export PLY\n\
                      Ctrl+S: save checkpoint\nCtrl+O: open\n\nViewport: drag to orbit, \
@@ -429,10 +440,11 @@ impl SplatApp {
         }
         ui.horizontal_wrapped(|ui| {
             let has_run = self.run.is_some();
-            if ui.add_enabled(has_run, egui::Button::new("Export PLY")).clicked() {
+            let has_splats = has_run || self.kept.is_some();
+            if ui.add_enabled(has_splats, egui::Button::new("Export PLY")).clicked() {
                 self.export_ply();
             }
-            if ui.add_enabled(has_run, egui::Button::new("Export…")).clicked() {
+            if ui.add_enabled(has_splats, egui::Button::new("Export…")).clicked() {
                 self.save_dialog(SaveKind::Export);
             }
             if ui.add_enabled(has_run, egui::Button::new("Save checkpoint")).clicked() {

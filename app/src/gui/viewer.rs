@@ -236,7 +236,7 @@ impl Worker {
             return Ok(None);
         }
         if self.pipelines.is_none() {
-            let renderer = Renderer::new(&self.gpu);
+            let renderer = Renderer::new(&self.gpu)?;
             let presenter = Presenter::new(&self.gpu, Owner::Viewer)?;
             let scratch = FrameScratch::new(&self.gpu, &renderer, Owner::Viewer)?;
             self.pipelines = Some((renderer, presenter, scratch));

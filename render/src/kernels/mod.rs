@@ -24,7 +24,7 @@ const SPLAT_PARAMS: &str = include_str!("splat_params.wgsl");
 pub const BINARY16: &str = include_str!("binary16.wgsl");
 
 /// How the backward rasterizer sums a list entry's gradient over the pixels of its tile. Every
-/// variant makes the same fixed tree of additions (rasterize_backward.wgsl), so all give the
+/// variant makes the same fixed tree of additions (`rasterize_backward.wgsl`), so all give the
 /// same bits: no float atomics, and nothing depends on the adapter's subgroup width.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduction {

@@ -203,9 +203,10 @@ impl RadixSort {
     ) -> Result<SortScratch, GpuError> {
         if capacity > self.limits.max_binding_elements {
             return Err(GpuError::TooLarge {
-                label: "radix sort keys (one storage binding)".into(),
+                label: "radix sort keys".into(),
                 bytes: u64::from(capacity) * 4,
                 limit: u64::from(self.limits.max_binding_elements) * 4,
+                which: crate::Limit::StorageBinding,
             });
         }
         let storage = wgpu::BufferUsages::STORAGE;

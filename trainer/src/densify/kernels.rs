@@ -395,9 +395,5 @@ impl Kernels {
 
 /// The error for a splat count whose float count overflows a u32.
 pub(crate) fn too_many(count: u32) -> GpuError {
-    GpuError::TooLarge {
-        label: "densification".into(),
-        bytes: u64::from(count) * 4,
-        limit: u64::from(u32::MAX),
-    }
+    GpuError::TooMany { label: "densification's values".into(), count: u64::from(count) * 4 }
 }

@@ -319,9 +319,10 @@ impl LossScratch {
         let binding_limit = ctx.device.limits().max_storage_buffer_binding_size;
         if maps_bytes > binding_limit {
             return Err(GpuError::TooLarge {
-                label: "loss derivative maps (one storage binding)".into(),
+                label: "loss derivative maps".into(),
                 bytes: maps_bytes,
                 limit: binding_limit,
+                which: splat_render::Limit::StorageBinding,
             });
         }
         let partial_bytes = u64::from(tiles) * PARTIAL_BYTES;

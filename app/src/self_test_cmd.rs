@@ -1,0 +1,42 @@
+//! `splatforge self-test`: checks the rasterizer and training on this machine's GPU
+//! (`splat_trainer::self_test`), prints a summary, writes the report as JSON, and fails when a
+//! check does.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use splat_trainer::dataset::{LoadOptions, load_dataset};
+use splat_trainer::render::GpuContext;
+use splatforge::gui::sample;
+
+pub struct SelfTestArgs {
+    pub json: Option<PathBuf>,
+    pub memory_budget: Option<u64>,
+}
+
+pub fn run(args: &SelfTestArgs) -> anyhow::Result<()> {
+    let ctx = pollster::block_on(GpuContext::new_headless())?;
+    let sample = load_sample()?;
+    let budget = args.memory_budget.unwrap_or_else(|| splat_trainer::memory::default_budget(&ctx));
+    eprintln!("self-test on {} (about a minute)…", ctx.adapter_info.name);
+    let options = splat_trainer::self_test::Options { memory_budget: budget, profile: true };
+    let report = splat_trainer::self_test::run(&ctx, &sample, &options)
+        .context("the self-test could not run")?;
+    println!("{}", report.summary());
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text).with_context(|| format!("{}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    let failed: Vec<&str> = report.checks.iter().filter(|c| !c.passed).map(|c| c.name).collect();
+    anyhow::ensure!(failed.is_empty(), "self-test failed: {}", failed.join(", "));
+    Ok(())
+}
+
+/// The built-in sample scene's dataset (written to the data folder if it is not there yet).
+pub fn load_sample() -> anyhow::Result<Arc<splat_trainer::dataset::Dataset>> {
+    let path = sample::ensure_on_disk(&sample::data_dir())
+        .context("cannot write the sample scene to the data folder")?;
+    Ok(Arc::new(load_dataset(&path, &LoadOptions::default())?))
+}
