@@ -106,8 +106,11 @@ pub enum GpuError {
     TooLarge { label: String, bytes: u64, limit: u64, which: Limit },
     #[error("'{label}': {count} is more than a GPU index counts (4,294,967,295)")]
     TooMany { label: String, count: u64 },
-    #[error("'{label}': the GPU is out of memory ({bytes} bytes requested)")]
-    OutOfMemory { label: String, bytes: u64 },
+    #[error(
+        "'{label}': the GPU is out of memory{}",
+        bytes.map(|b| format!(" ({} requested)", crate::human_bytes(b))).unwrap_or_default()
+    )]
+    OutOfMemory { label: String, bytes: Option<u64> },
     #[error("'{label}': {message}")]
     Validation { label: String, message: String },
     #[error("waiting for the GPU failed: {0}")]
@@ -152,6 +155,11 @@ pub struct HeadlessOptions {
     pub max_buffer_size: Option<u64>,
     /// A lower `max_storage_buffer_binding_size` than the adapter's.
     pub max_storage_buffer_binding_size: Option<u64>,
+    /// Device memory to act as if the GPU had no more of: an allocation that would take the
+    /// ledger past it is out of memory, as on a GPU of that size (read-back buffers, host
+    /// memory on a real GPU, do not count). For tests of what a run does when memory runs
+    /// out.
+    pub memory_bytes: Option<u64>,
 }
 
 /// The device, its queue and the ledger. Cheap to clone (everything inside is shared).
@@ -163,6 +171,8 @@ pub struct GpuContext {
     ledger: Arc<Ledger>,
     uncaptured: Arc<Mutex<Vec<String>>>,
     lost: Arc<Mutex<Option<String>>>,
+    /// `HeadlessOptions::memory_bytes`.
+    memory_bytes: Option<u64>,
     poller: Arc<Poller>,
     profiler: Arc<Mutex<Option<Profiler>>>,
 }
@@ -207,7 +217,9 @@ impl GpuContext {
             .request_device(&descriptor)
             .await
             .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
-        Self::from_device(device, queue, info)
+        let mut ctx = Self::from_device(device, queue, info)?;
+        ctx.memory_bytes = options.memory_bytes;
+        Ok(ctx)
     }
 
     /// Wraps a device made elsewhere (eframe's), so the app and the trainer share it. Refuses
@@ -245,6 +257,7 @@ impl GpuContext {
             ledger: Ledger::new(),
             uncaptured,
             lost,
+            memory_bytes: None,
             poller: Arc::default(),
             profiler: Arc::default(),
         })
@@ -322,6 +335,9 @@ impl GpuContext {
                 which: Limit::Buffer,
             });
         }
+        if !usage.contains(wgpu::BufferUsages::MAP_READ) {
+            self.check_memory(label, bytes)?;
+        }
         let buffer = self.with_error_scope(label, bytes, || {
             self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
@@ -377,10 +393,21 @@ impl GpuContext {
     ) -> Result<GpuTexture, GpuError> {
         let label = desc.label.unwrap_or("texture");
         let bytes = texture_bytes(desc);
+        self.check_memory(label, bytes)?;
         let texture = self.with_error_scope(label, bytes, || self.device.create_texture(desc))?;
         let entry =
             self.ledger.register(Allocation { label: label.into(), category, owner, bytes });
         Ok(GpuTexture { texture, _entry: entry })
+    }
+
+    /// Out of memory where `HeadlessOptions::memory_bytes` says the device is full.
+    fn check_memory(&self, label: &str, bytes: u64) -> Result<(), GpuError> {
+        match self.memory_bytes {
+            Some(cap) if self.ledger.total_bytes().saturating_add(bytes) > cap => {
+                Err(GpuError::OutOfMemory { label: label.into(), bytes: Some(bytes) })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Blocks until the GPU has finished all submitted work and freed what was dropped.
@@ -413,7 +440,7 @@ impl GpuContext {
         let oom = pollster::block_on(oom.pop());
         let validation = pollster::block_on(validation.pop());
         if oom.is_some() {
-            return Err(GpuError::OutOfMemory { label: label.into(), bytes: 0 });
+            return Err(GpuError::OutOfMemory { label: label.into(), bytes: None });
         }
         if let Some(error) = validation {
             return Err(GpuError::Validation { label: label.into(), message: error.to_string() });
@@ -435,7 +462,7 @@ impl GpuContext {
         let oom = pollster::block_on(oom.pop());
         let validation = pollster::block_on(validation.pop());
         if oom.is_some() {
-            return Err(GpuError::OutOfMemory { label: label.into(), bytes });
+            return Err(GpuError::OutOfMemory { label: label.into(), bytes: Some(bytes) });
         }
         if let Some(error) = validation {
             return Err(GpuError::Validation { label: label.into(), message: error.to_string() });

@@ -9,12 +9,24 @@
 //! per-frame buffers live in a [`FrameScratch`] that only grows (by half again when it must),
 //! so rendering the same scene a thousand times leaves the ledger where the first frames left
 //! it; a run lets it all go before a refinement ([`FrameScratch::release`]).
+//!
+//! **Depth bands.** No buffer that grows with the intersections is bound whole: a frame's
+//! visible splats, in depth order, are cut into bands of consecutive ranks whose intersections
+//! (and the splats' projections, 48 bytes each) fit one storage binding, and each band has its
+//! own intersections, tile lists, projected splats and partials. The forward pass rasterizes
+//! the bands front to back, each pixel's colour, transmittance and saturation carried from one
+//! to the next; the backward pass walks them back to front, each pixel's walk carried the same
+//! way, and the projection's backward pass takes each splat's partials from its own band, in
+//! their order. Every addition happens in the same order whatever the cut, so a frame cut
+//! into many bands gives the same bits as one (tested with a device whose binding limit is a
+//! few hundred KiB). One band is the common case and costs nothing more; more need the
+//! bands' bounds, found on the GPU after the depth sort, read back (a second wait).
 
 use crate::gpu_splats::{GpuSplats, ShPrecision, SplatGradients, read_f32};
 use crate::kernels::scan::{PrefixScan, ScanScratch};
 use crate::kernels::sort::{RadixSort, SortScratch};
 use crate::kernels::{
-    DispatchLimits, IntersectUniform, Kernel, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS,
+    BandUniform, DispatchLimits, IntersectUniform, Kernel, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS,
     RasterUniform, Reduction, RenderUniform,
 };
 use std::sync::{Mutex, PoisonError};
@@ -82,9 +94,11 @@ const PARAMS: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE.union(wgpu::Buffe
 #[derive(Debug)]
 pub struct Renderer {
     project_forward: wgpu::ComputePipeline,
+    project_rank: wgpu::ComputePipeline,
     project_backward: wgpu::ComputePipeline,
     compact: wgpu::ComputePipeline,
     gather_counts: wgpu::ComputePipeline,
+    band_bounds: wgpu::ComputePipeline,
     emit: wgpu::ComputePipeline,
     tile_ranges: wgpu::ComputePipeline,
     rasterize_forward: wgpu::ComputePipeline,
@@ -142,9 +156,11 @@ impl Renderer {
         ctx.checked("the rasterizer's pipelines", || {
             Ok(Self {
                 project_forward: pipeline(ctx, Kernel::ProjectForward, "main"),
+                project_rank: pipeline(ctx, Kernel::ProjectRank, "main"),
                 project_backward: pipeline(ctx, Kernel::ProjectBackward, "main"),
                 compact: pipeline(ctx, Kernel::Intersect, "compact"),
                 gather_counts: pipeline(ctx, Kernel::Intersect, "gather_counts"),
+                band_bounds: pipeline(ctx, Kernel::Intersect, "band_bounds"),
                 emit: pipeline(ctx, Kernel::Intersect, "emit"),
                 tile_ranges: pipeline(ctx, Kernel::Intersect, "tile_ranges"),
                 rasterize_forward: pipeline(ctx, Kernel::RasterizeForward, "main"),
@@ -170,7 +186,7 @@ impl Renderer {
     }
 
     /// Renders `splats` from `camera` into `scratch.image` (`[H, W]` of rgb + alpha).
-    /// Blocks once, to read the frame's counts.
+    /// Blocks once to read the frame's counts (twice when it needs several depth bands).
     pub fn forward(
         &self,
         ctx: &GpuContext,
@@ -181,17 +197,19 @@ impl Renderer {
     ) -> Result<FrameStats, GpuError> {
         self.forward_begin(ctx, splats, camera, settings, scratch)?;
         let counts = pollster::block_on(scratch.counts(ctx))?;
+        pollster::block_on(self.prepare_bands(ctx, scratch, counts))?;
         let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("render pass 2"),
         });
-        let stats = self.forward_finish(ctx, &mut encoder, scratch, counts)?;
+        let stats = self.forward_finish(ctx, &mut encoder, splats, scratch, counts)?;
         ctx.queue.submit([encoder.finish()]);
         Ok(stats)
     }
 
     /// The first half of [`Renderer::forward`]: projects and counts the visible splats and
-    /// tile intersections (submitted). Await [`FrameScratch::counts`], then record the rest
-    /// with [`Renderer::forward_finish`]. Calling it again before finishing starts over.
+    /// tile intersections (submitted). Await [`FrameScratch::counts`] and
+    /// [`Renderer::prepare_bands`], then record the rest with [`Renderer::forward_finish`].
+    /// Calling it again before finishing starts over.
     pub fn forward_begin(
         &self,
         ctx: &GpuContext,
@@ -205,18 +223,72 @@ impl Renderer {
         })
     }
 
+    /// Between the halves of a forward pass, for the `counts` the first found: when the
+    /// frame's intersections need several depth bands, makes the depth order now (submitted)
+    /// and reads the bands' bounds back (awaited: the frame's second wait). With one band it
+    /// does nothing, and [`Renderer::forward_finish`] records everything.
+    pub async fn prepare_bands(
+        &self,
+        ctx: &GpuContext,
+        scratch: &mut FrameScratch,
+        counts: FrameCounts,
+    ) -> Result<(), GpuError> {
+        let Some(begun) = scratch.begun.as_ref() else {
+            // forward_finish says what is wrong.
+            return Ok(());
+        };
+        let [tiles_x, tiles_y] = begun.intersect.tiles;
+        let target = band_target(ctx, tiles_x * tiles_y)?;
+        let bands = counts.intersections.div_ceil(target);
+        if bands <= 1 || counts.visible > begun.splats {
+            return Ok(());
+        }
+        ctx.checked("render forward (depth bands)", || {
+            let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("depth bands"),
+            });
+            scratch.ensure_bounds(ctx, bands)?;
+            let begun = scratch.begun.ok_or_else(|| GpuError::Validation {
+                label: "render".into(),
+                message: "prepare_bands without forward_begin".into(),
+            })?;
+            let bands = Some((target, bands));
+            self.encode_depth_order(ctx, &mut encoder, scratch, &begun, counts, bands)?;
+            ctx.queue.submit([encoder.finish()]);
+            Ok(())
+        })?;
+        let bytes = u64::from(bands + 1) * 8;
+        let bounds: Vec<[u32; 2]> =
+            ctx.read_mapped(&scratch.bounds_readback, bytes, bytemuck::pod_collect_to_vec).await?;
+        scratch.plan = bounds
+            .windows(2)
+            .map(|w| BandUniform {
+                first: w[0][0],
+                count: w[1][0] - w[0][0],
+                base: w[0][1],
+                intersections: w[1][1] - w[0][1],
+            })
+            .collect();
+        scratch.depth_ordered = true;
+        Ok(())
+    }
+
     /// The second half of a forward pass begun with [`Renderer::forward_begin`], for the
-    /// `counts` it found: compacts and depth-sorts the visible splats, emits and sorts the
-    /// intersections, rasterizes. Recorded into `encoder` (the caller submits it, with more
+    /// `counts` it found (after [`Renderer::prepare_bands`]): compacts and depth-sorts the
+    /// visible splats, and band by band projects them in depth order, emits and sorts their
+    /// intersections and rasterizes. Recorded into `encoder` (the caller submits it, with more
     /// work after it if it likes).
     pub fn forward_finish(
         &self,
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
+        splats: &GpuSplats,
         scratch: &mut FrameScratch,
         counts: FrameCounts,
     ) -> Result<FrameStats, GpuError> {
-        ctx.checked("render forward", || self.encode_forward_finish(ctx, encoder, scratch, counts))
+        ctx.checked("render forward", || {
+            self.encode_forward_finish(ctx, encoder, splats, scratch, counts)
+        })
     }
 
     fn encode_forward_begin(
@@ -229,16 +301,15 @@ impl Renderer {
     ) -> Result<(), GpuError> {
         let n = splats.count;
         let (tiles_x, tiles_y) = camera.tiles();
-        let num_tiles = tiles_x * tiles_y;
         if camera.width == 0 || camera.height == 0 {
             return Err(GpuError::Validation {
                 label: "render".into(),
                 message: "the image has zero size".into(),
             });
         }
-        scratch.ensure(ctx, self, n, camera.width * camera.height, num_tiles)?;
-        let uniform = render_uniform(splats, camera, settings, (tiles_x, tiles_y));
-        ctx.queue.write_buffer(&scratch.uniform, 0, bytemuck::bytes_of(&uniform));
+        scratch.ensure(ctx, self, n, camera.width * camera.height)?;
+        let render = render_uniform(splats, camera, settings, (tiles_x, tiles_y));
+        ctx.queue.write_buffer(&scratch.uniform, 0, bytemuck::bytes_of(&render));
         let intersect = IntersectUniform {
             num_splats: n,
             num_visible: 0,
@@ -246,6 +317,9 @@ impl Renderer {
             depth_min: 0,
             tiles: [tiles_x, tiles_y],
             image_size: [camera.width, camera.height],
+            band_target: 0,
+            num_bands: 0,
+            _pad: [0; 2],
         };
         let reset = FrameCounts { visible: 0, intersections: 0, depth_min: u32::MAX, depth_max: 0 };
         ctx.queue.write_buffer(&scratch.totals, 0, bytemuck::bytes_of(&reset));
@@ -258,13 +332,22 @@ impl Renderer {
                 settings.background[2],
                 0.0,
             ],
+            band: 0,
+            bands: 1,
+            _pad: [0; 2],
         };
-        ctx.queue.write_buffer(&scratch.raster_uniform, 0, bytemuck::bytes_of(&raster));
-
         self.encode_projection(ctx, splats, scratch)?;
         scratch.last_frame = None;
-        scratch.begun =
-            Some(BegunFrame { splats: n, width: camera.width, height: camera.height, intersect });
+        scratch.plan.clear();
+        scratch.depth_ordered = false;
+        scratch.begun = Some(BegunFrame {
+            splats: n,
+            width: camera.width,
+            height: camera.height,
+            intersect,
+            render,
+            raster,
+        });
         Ok(())
     }
 
@@ -272,6 +355,7 @@ impl Renderer {
         &self,
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
+        splats: &GpuSplats,
         scratch: &mut FrameScratch,
         counts: FrameCounts,
     ) -> Result<FrameStats, GpuError> {
@@ -282,6 +366,12 @@ impl Renderer {
             });
         };
         let n = begun.splats;
+        if splats.count != n {
+            return Err(GpuError::Validation {
+                label: "render".into(),
+                message: format!("forward_begin had {n} splats, forward_finish {}", splats.count),
+            });
+        }
         let [tiles_x, tiles_y] = begun.intersect.tiles;
         let num_tiles = tiles_x * tiles_y;
         let FrameCounts { visible, intersections, .. } = counts;
@@ -291,57 +381,111 @@ impl Renderer {
                 message: format!("{visible} visible of {n} splats"),
             });
         }
-        // Pass 2: compact and depth-sort the visible splats, emit the intersections, sort
-        // them by tile, find tile ranges, rasterize.
-        scratch.ensure_intersections(ctx, self, intersections)?;
-        let intersect = IntersectUniform {
-            num_visible: visible,
-            num_intersections: intersections,
-            depth_min: counts.depth_min,
-            ..begun.intersect
-        };
-        ctx.queue.write_buffer(&scratch.intersect_uniform, 0, bytemuck::bytes_of(&intersect));
-        encoder.clear_buffer(&scratch.ranges, 0, None);
-        if visible > 0 {
-            self.encode_depth_order(ctx, encoder, scratch, n, counts)?;
+        if !scratch.depth_ordered {
+            // One band: the whole frame (an empty one when nothing is visible, so that the
+            // image is cleared to the background and the gradients to zero).
+            if visible > 0 {
+                self.encode_depth_order(ctx, encoder, scratch, &begun, counts, None)?;
+            }
+            scratch.plan = vec![BandUniform { first: 0, count: visible, base: 0, intersections }];
         }
-        if intersections > 0 {
+        let plan = scratch.plan.clone();
+        let bands = plan.len() as u32;
+        scratch.ensure_bands(ctx, self, &plan, n, num_tiles)?;
+        for (k, band) in plan.iter().enumerate() {
+            let b = &scratch.bands[k];
+            let raster = RasterUniform { band: k as u32, bands, ..begun.raster };
+            let render = RenderUniform {
+                band_first: band.first,
+                band_end: band.first + band.count,
+                band_base: band.base,
+                ..begun.render
+            };
+            ctx.queue.write_buffer(&b.band_uniform, 0, bytemuck::bytes_of(band));
+            ctx.queue.write_buffer(&b.raster_uniform, 0, bytemuck::bytes_of(&raster));
+            ctx.queue.write_buffer(&b.render_uniform, 0, bytemuck::bytes_of(&render));
+            encoder.clear_buffer(&b.ranges, 0, None);
+            self.encode_band(ctx, encoder, splats, scratch, k, band, num_tiles)?;
+        }
+        scratch.last_frame =
+            Some(LastFrame { splats: n, width: begun.width, height: begun.height });
+        Ok(FrameStats { visible, intersections })
+    }
+
+    /// One depth band's forward pass: its splats projected in depth order, their
+    /// intersections emitted and sorted by tile, the tiles' ranges, the band rasterized over
+    /// what the bands in front left.
+    #[expect(clippy::too_many_arguments, reason = "one band of one frame: each is needed")]
+    fn encode_band(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        splats: &GpuSplats,
+        scratch: &FrameScratch,
+        k: usize,
+        band: &BandUniform,
+        num_tiles: u32,
+    ) -> Result<(), GpuError> {
+        let b = &scratch.bands[k];
+        if band.count > 0 {
+            let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
+            let buffers = [
+                &*b.render_uniform,
+                p0,
+                p1,
+                p2,
+                p3,
+                p4,
+                p5,
+                p6,
+                p7,
+                &b.band_uniform,
+                &scratch.splat_ids,
+                &b.projected,
+            ];
+            let bind = bind_group(ctx, scratch, &self.project_rank, ("project_rank", k), &buffers);
+            dispatch(ctx, encoder, "emit", &self.project_rank, &bind, self.groups(band.count));
+            let bind = self.intersect_bind_group(ctx, IntersectStage::Emit, scratch, k);
+            dispatch(ctx, encoder, "emit", &self.emit, &bind, self.groups(band.count));
+        }
+        if band.intersections > 0 {
             // Tile ids 0..tiles and the sentinel `tiles` (intersect.wgsl, emit).
             let tile_bits = 32 - num_tiles.leading_zeros();
             ctx.profile_stage("tile sort");
             self.sort.encode(
                 ctx,
                 encoder,
-                &scratch.tile_ids,
-                &scratch.isect_ids,
-                intersections,
+                &b.tile_ids,
+                &b.isect_ids,
+                band.intersections,
                 tile_bits,
-                &scratch.sort_intersections,
+                &b.sort,
             )?;
-            let bind = self.intersect_bind_group(ctx, IntersectStage::TileRanges, scratch);
+            let bind = self.intersect_bind_group(ctx, IntersectStage::TileRanges, scratch, k);
             dispatch(
                 ctx,
                 encoder,
                 "tile ranges",
                 &self.tile_ranges,
                 &bind,
-                self.groups(intersections),
+                self.groups(band.intersections),
             );
         }
         let bind = bind_group(
             ctx,
             scratch,
             &self.rasterize_forward,
-            "rasterize_forward",
+            ("rasterize_forward", k),
             &[
-                &scratch.raster_uniform,
-                &scratch.projected,
-                &scratch.isect_ids,
-                &scratch.ranges,
+                &b.raster_uniform,
+                &b.projected,
+                &b.isect_ids,
+                &b.ranges,
                 &scratch.image,
                 &scratch.final_t,
                 &scratch.last_entry,
-                &scratch.splat_of,
+                &b.splat_of,
+                &scratch.last_band,
             ],
         );
         dispatch(
@@ -352,25 +496,35 @@ impl Renderer {
             &bind,
             self.limits.grid(num_tiles),
         );
-        scratch.last_frame =
-            Some(LastFrame { splats: n, width: begun.width, height: begun.height });
-        Ok(FrameStats { visible, intersections })
+        Ok(())
     }
 
     /// The visible splats in depth order and each one's place among the intersections:
     /// compact, depth sort (only the key bits `counts` needs), gather the tile counts, scan
-    /// them, emit the intersections.
+    /// them; with `bands` (the intersections a band starts at, and how many bands), the
+    /// bands' bounds too, copied for reading back.
     fn encode_depth_order(
         &self,
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
         scratch: &FrameScratch,
-        n: u32,
+        begun: &BegunFrame,
         counts: FrameCounts,
+        bands: Option<(u32, u32)>,
     ) -> Result<(), GpuError> {
+        let (band_target, num_bands) = bands.unwrap_or((0, 1));
+        let intersect = IntersectUniform {
+            num_visible: counts.visible,
+            num_intersections: counts.intersections,
+            depth_min: counts.depth_min,
+            band_target,
+            num_bands,
+            ..begun.intersect
+        };
+        ctx.queue.write_buffer(&scratch.intersect_uniform, 0, bytemuck::bytes_of(&intersect));
         let visible = counts.visible;
-        let bind = self.intersect_bind_group(ctx, IntersectStage::Compact, scratch);
-        dispatch(ctx, encoder, "depth sort", &self.compact, &bind, self.groups(n));
+        let bind = self.intersect_bind_group(ctx, IntersectStage::Compact, scratch, 0);
+        dispatch(ctx, encoder, "depth sort", &self.compact, &bind, self.groups(begun.splats));
         let key_bits = counts.depth_key_bits();
         if visible > 1 && key_bits > 0 {
             ctx.profile_stage("depth sort");
@@ -384,7 +538,7 @@ impl Renderer {
                 &scratch.sort_splats,
             )?;
         }
-        let bind = self.intersect_bind_group(ctx, IntersectStage::GatherCounts, scratch);
+        let bind = self.intersect_bind_group(ctx, IntersectStage::GatherCounts, scratch, 0);
         dispatch(ctx, encoder, "emit", &self.gather_counts, &bind, self.groups(visible));
         ctx.profile_stage("emit");
         self.scan.encode_exclusive(
@@ -396,8 +550,12 @@ impl Renderer {
             visible,
             &scratch.scan_visible,
         )?;
-        let bind = self.intersect_bind_group(ctx, IntersectStage::Emit, scratch);
-        dispatch(ctx, encoder, "emit", &self.emit, &bind, self.groups(visible));
+        if bands.is_some() {
+            let bind = self.intersect_bind_group(ctx, IntersectStage::BandBounds, scratch, 0);
+            dispatch(ctx, encoder, "emit", &self.band_bounds, &bind, self.groups(num_bands + 1));
+            let bytes = u64::from(num_bands + 1) * 8;
+            encoder.copy_buffer_to_buffer(&scratch.bounds, 0, &scratch.bounds_readback, 0, bytes);
+        }
         Ok(())
     }
 
@@ -414,12 +572,24 @@ impl Renderer {
             label: Some("render pass 1"),
         });
         if n > 0 {
-            let outputs =
-                [&*scratch.projected, &scratch.tiles_touched, &scratch.counts, &scratch.totals];
             let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
-            let [o0, o1, o2, o3] = outputs;
-            let buffers = [&*scratch.uniform, p0, p1, p2, p3, p4, p5, p6, p7, o0, o1, o2, o3];
-            let bind = bind_group(ctx, scratch, &self.project_forward, "project_forward", &buffers);
+            let buffers = [
+                &*scratch.uniform,
+                p0,
+                p1,
+                p2,
+                p3,
+                p4,
+                p5,
+                p6,
+                p7,
+                &scratch.depths,
+                &scratch.tiles_touched,
+                &scratch.counts,
+                &scratch.totals,
+            ];
+            let key = ("project_forward", 0);
+            let bind = bind_group(ctx, scratch, &self.project_forward, key, &buffers);
             dispatch(ctx, &mut encoder, "projection", &self.project_forward, &bind, self.groups(n));
         }
         // Each visible splat's place among them (for the compaction) and their number.
@@ -500,71 +670,84 @@ impl Renderer {
         let n = splats.count;
         let (tiles_x, tiles_y) =
             (frame.width.div_ceil(crate::TILE_SIZE), frame.height.div_ceil(crate::TILE_SIZE));
-        scratch.ensure_partials(ctx)?;
+        let plan = scratch.plan.clone();
+        scratch.ensure_partials(ctx, plan.len())?;
+        if plan.len() > 1 {
+            scratch.ensure_carry(ctx, frame.width * frame.height)?;
+        }
         let scratch = &*scratch;
-        let bind = bind_group(
-            ctx,
-            scratch,
-            &self.rasterize_backward,
-            "rasterize_backward",
-            &[
-                &scratch.raster_uniform,
-                &scratch.projected,
-                &scratch.isect_ids,
-                &scratch.ranges,
-                &scratch.final_t,
-                &scratch.last_entry,
-                v_image,
-                &scratch.splat_of,
-                &scratch.partials,
-            ],
-        );
-        // One workgroup more than tiles: the sentinel tile's (rasterize_backward.wgsl).
-        dispatch(
-            ctx,
-            encoder,
-            "rasterize backward",
-            &self.rasterize_backward,
-            &bind,
-            self.limits.grid(tiles_x * tiles_y + 1),
-        );
-        if n > 0 {
-            let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
-            let [g0, g1, g2, g3, g4, g5, g6, g7] = grads.buffers();
-            let buffers = [
-                &*scratch.uniform,
-                p0,
-                p1,
-                p2,
-                p3,
-                p4,
-                p5,
-                p6,
-                p7,
-                &scratch.partials,
-                g0,
-                g1,
-                g2,
-                g3,
-                g4,
-                g5,
-                g6,
-                g7,
-                &grads.densify,
-                &scratch.tiles_touched,
-                &scratch.counts,
-                &scratch.offsets,
-            ];
-            let bind =
-                bind_group(ctx, scratch, &self.project_backward, "project_backward", &buffers);
+        // The bands back to front, each pixel's walk carried from one to the next.
+        for k in (0..plan.len()).rev() {
+            let b = &scratch.bands[k];
+            let bind = bind_group(
+                ctx,
+                scratch,
+                &self.rasterize_backward,
+                ("rasterize_backward", k),
+                &[
+                    &b.raster_uniform,
+                    &b.projected,
+                    &b.isect_ids,
+                    &b.ranges,
+                    &scratch.final_t,
+                    &scratch.last_entry,
+                    v_image,
+                    &b.splat_of,
+                    &b.partials,
+                    &scratch.last_band,
+                    &scratch.carry,
+                ],
+            );
+            // One workgroup more than tiles: the sentinel tile's (rasterize_backward.wgsl).
             dispatch(
                 ctx,
                 encoder,
-                "projection backward",
-                &self.project_backward,
+                "rasterize backward",
+                &self.rasterize_backward,
                 &bind,
-                self.groups(n),
+                self.limits.grid(tiles_x * tiles_y + 1),
             );
+        }
+        if n > 0 {
+            // Each splat's partials from its own band.
+            let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
+            let [g0, g1, g2, g3, g4, g5, g6, g7] = grads.buffers();
+            for (k, b) in scratch.bands.iter().enumerate().take(plan.len()) {
+                let buffers = [
+                    &*b.render_uniform,
+                    p0,
+                    p1,
+                    p2,
+                    p3,
+                    p4,
+                    p5,
+                    p6,
+                    p7,
+                    &b.partials,
+                    g0,
+                    g1,
+                    g2,
+                    g3,
+                    g4,
+                    g5,
+                    g6,
+                    g7,
+                    &grads.densify,
+                    &scratch.tiles_touched,
+                    &scratch.counts,
+                    &scratch.offsets,
+                ];
+                let key = ("project_backward", k);
+                let bind = bind_group(ctx, scratch, &self.project_backward, key, &buffers);
+                dispatch(
+                    ctx,
+                    encoder,
+                    "projection backward",
+                    &self.project_backward,
+                    &bind,
+                    self.groups(n),
+                );
+            }
         }
         Ok(())
     }
@@ -574,34 +757,41 @@ impl Renderer {
         ctx: &GpuContext,
         stage: IntersectStage,
         scratch: &FrameScratch,
+        band: usize,
     ) -> wgpu::BindGroup {
         // Each entry point uses a subset of intersect.wgsl's bindings; the automatic layout
-        // holds only those, so bind exactly them.
-        let all: [(u32, &wgpu::Buffer); 11] = [
+        // holds only those, so bind exactly them. The band's own buffers where a stage works
+        // on one band (band 0's elsewhere: they are not used there).
+        let b = &scratch.bands[band.min(scratch.bands.len().saturating_sub(1))];
+        let all: [(u32, &wgpu::Buffer); 14] = [
             (0, &scratch.intersect_uniform),
-            (1, &scratch.projected),
+            (1, &scratch.depths),
             (2, &scratch.tiles_touched),
             (3, &scratch.splat_ids),
             (4, &scratch.counts),
             (5, &scratch.offsets),
-            (6, &scratch.tile_ids),
-            (7, &scratch.isect_ids),
-            (8, &scratch.ranges),
+            (6, &b.tile_ids),
+            (7, &b.isect_ids),
+            (8, &b.ranges),
             (9, &scratch.depth_keys),
-            (10, &scratch.splat_of),
+            (10, &b.splat_of),
+            (11, &b.projected),
+            (12, &b.band_uniform),
+            (13, &scratch.bounds),
         ];
         let (pipeline, label, used): (&wgpu::ComputePipeline, _, &[u32]) = match stage {
             IntersectStage::Compact => (&self.compact, "compact", &[0, 1, 3, 4, 5, 9]),
             IntersectStage::GatherCounts => (&self.gather_counts, "gather_counts", &[0, 2, 3, 4]),
-            IntersectStage::Emit => (&self.emit, "emit", &[0, 1, 3, 4, 5, 6, 7, 10]),
-            IntersectStage::TileRanges => (&self.tile_ranges, "tile_ranges", &[0, 6, 8]),
+            IntersectStage::BandBounds => (&self.band_bounds, "band_bounds", &[0, 5, 13]),
+            IntersectStage::Emit => (&self.emit, "emit", &[0, 4, 5, 6, 7, 10, 11, 12]),
+            IntersectStage::TileRanges => (&self.tile_ranges, "tile_ranges", &[6, 8, 12]),
         };
         // The buffers bound, in binding order (no allocation): the cache's key.
-        let mut key = [&*scratch.intersect_uniform; 11];
+        let mut key = [&*scratch.intersect_uniform; 14];
         for (slot, (_, buffer)) in all.iter().filter(|(b, _)| used.contains(b)).enumerate() {
             key[slot] = buffer;
         }
-        scratch.cached_bind_group(label, &key[..used.len()], || {
+        scratch.cached_bind_group((label, band), &key[..used.len()], || {
             let entries: Vec<wgpu::BindGroupEntry<'_>> = all
                 .iter()
                 .filter(|(binding, _)| used.contains(binding))
@@ -624,8 +814,28 @@ impl Renderer {
 enum IntersectStage {
     Compact,
     GatherCounts,
+    BandBounds,
     Emit,
     TileRanges,
+}
+
+/// Intersections a depth band starts at (multiples of): every buffer of a band must fit one
+/// binding of the device (`GpuContext::whole_binding_limit`) after the scratch grows it by
+/// half, and its projected splats (48 bytes, at most one an intersection) are the largest; a
+/// band holds up to one splat's tiles past its start.
+fn band_target(ctx: &GpuContext, tiles: u32) -> Result<u32, GpuError> {
+    let (limit, which) = ctx.whole_binding_limit();
+    let per_band = limit / (PROJECTED_BYTES * 3 / 2);
+    let target = per_band.saturating_sub(u64::from(tiles) + 1);
+    if target == 0 {
+        return Err(GpuError::TooLarge {
+            label: "one depth band (a splat on every tile)".into(),
+            bytes: (u64::from(tiles) + 1) * PROJECTED_BYTES * 3 / 2,
+            limit,
+            which,
+        });
+    }
+    Ok(u32::try_from(target).unwrap_or(u32::MAX / 2).min(u32::MAX / 2))
 }
 
 fn render_uniform(
@@ -648,20 +858,22 @@ fn render_uniform(
         antialiased: u32::from(settings.antialiased),
         sh_degree_stored: splats.sh_degree,
         sh_half: u32::from(splats.sh_precision == ShPrecision::F16),
-        _pad: [0; 3],
+        band_first: 0,
+        band_end: 0,
+        band_base: 0,
     }
 }
 
 /// The bind group of `buffers` at bindings 0, 1, … for `pipeline`, made once and kept in
-/// `scratch` while the same buffers come back.
+/// `scratch` (under `key`: the kernel and the band) while the same buffers come back.
 fn bind_group(
     ctx: &GpuContext,
     scratch: &FrameScratch,
     pipeline: &wgpu::ComputePipeline,
-    label: &'static str,
+    key: (&'static str, usize),
     buffers: &[&wgpu::Buffer],
 ) -> wgpu::BindGroup {
-    scratch.cached_bind_group(label, buffers, || {
+    scratch.cached_bind_group(key, buffers, || {
         let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
             .iter()
             .enumerate()
@@ -671,7 +883,7 @@ fn bind_group(
             })
             .collect();
         ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(label),
+            label: Some(key.0),
             layout: &pipeline.get_bind_group_layout(0),
             entries: &entries,
         })
@@ -708,13 +920,15 @@ struct LastFrame {
     height: u32,
 }
 
-/// A forward pass between its two halves.
+/// A forward pass between its two halves, with the parameters its bands start from.
 #[derive(Clone, Copy, Debug)]
 struct BegunFrame {
     splats: u32,
     width: u32,
     height: u32,
     intersect: IntersectUniform,
+    render: RenderUniform,
+    raster: RasterUniform,
 }
 
 /// Per-frame buffers of the rasterizer, owned by whoever renders (a run, the viewer). They
@@ -725,20 +939,24 @@ pub struct FrameScratch {
     owner: Owner,
     splat_capacity: u32,
     pixel_capacity: u32,
-    tile_capacity: u32,
-    intersection_capacity: u32,
-    partial_capacity: u32,
+    carry_capacity: u32,
+    bounds_capacity: u32,
     last_frame: Option<LastFrame>,
     begun: Option<BegunFrame>,
+    /// The frame's depth bands (those of the last forward pass: the backward's).
+    plan: Vec<BandUniform>,
+    /// The begun frame's depth order is made and its bands read back
+    /// ([`Renderer::prepare_bands`]).
+    depth_ordered: bool,
     uniform: GpuBuffer,
     intersect_uniform: GpuBuffer,
-    raster_uniform: GpuBuffer,
     total: GpuBuffer,
     /// [`FrameCounts`] as the projection adds them up (visible left 0: the scan's total).
     totals: GpuBuffer,
     counts_readback: GpuBuffer,
     // Per splat.
-    projected: GpuBuffer,
+    /// Each visible splat's camera-space depth, as bits (the depth sort's key).
+    depths: GpuBuffer,
     /// Tiles each splat touches (the projection), then each visible one's depth rank + 1
     /// (`gather_counts`; 0 = not visible), by which the backward pass finds its intersections.
     tiles_touched: GpuBuffer,
@@ -749,22 +967,47 @@ pub struct FrameScratch {
     scan_splats: ScanScratch,
     scan_visible: ScanScratch,
     sort_splats: SortScratch,
-    // Per intersection.
-    tile_ids: GpuBuffer,
-    isect_ids: GpuBuffer,
-    splat_of: GpuBuffer,
-    /// dL/d(projected) of each intersection, summed over its tile: `[M, 9]`, made by the first
-    /// backward pass.
-    partials: GpuBuffer,
-    sort_intersections: SortScratch,
-    // Per tile and pixel.
-    ranges: GpuBuffer,
+    // Per depth band.
+    /// The bands' first ranks and intersections (`band_bounds`), and their read-back.
+    bounds: GpuBuffer,
+    bounds_readback: GpuBuffer,
+    bands: Vec<BandScratch>,
+    // Per pixel.
     /// `[H, W]` of rgb + alpha, f32.
     pub image: GpuBuffer,
     final_t: GpuBuffer,
     last_entry: GpuBuffer,
+    /// The band of each pixel's last composited splat, and whether it saturated.
+    last_band: GpuBuffer,
+    /// The backward pass's walk of each pixel between bands (only with several bands).
+    carry: GpuBuffer,
     /// Bind groups of earlier frames; see [`FrameScratch::cached_bind_group`].
     bindings: Mutex<Vec<CachedBindGroup>>,
+}
+
+/// One depth band's buffers: its splats projected in depth order, its intersections, tile
+/// lists and partials, and its parameter blocks. Kept from frame to frame, grown like the
+/// rest.
+#[derive(Debug)]
+struct BandScratch {
+    splat_capacity: u32,
+    intersection_capacity: u32,
+    partial_capacity: u32,
+    tile_capacity: u32,
+    band_uniform: GpuBuffer,
+    raster_uniform: GpuBuffer,
+    /// The frame's `RenderUniform` with this band's ranks (the projection's passes).
+    render_uniform: GpuBuffer,
+    projected: GpuBuffer,
+    tile_ids: GpuBuffer,
+    isect_ids: GpuBuffer,
+    /// Each intersection's splat, as its place in the band's `projected`.
+    splat_of: GpuBuffer,
+    /// dL/d(projected) of each intersection, summed over its tile: `[M, 9]`, made by the first
+    /// backward pass.
+    partials: GpuBuffer,
+    ranges: GpuBuffer,
+    sort: SortScratch,
 }
 
 /// A bind group and the buffers it binds (handles: they keep those buffers alive, which is
@@ -772,7 +1015,7 @@ pub struct FrameScratch {
 /// them).
 #[derive(Debug)]
 struct CachedBindGroup {
-    label: &'static str,
+    key: (&'static str, usize),
     buffers: Vec<wgpu::Buffer>,
     group: wgpu::BindGroup,
 }
@@ -799,6 +1042,96 @@ fn grown(needed: u32) -> u32 {
     needed.saturating_add(needed / 2).max(256)
 }
 
+impl BandScratch {
+    fn new(ctx: &GpuContext, renderer: &Renderer, owner: Owner) -> Result<Self, GpuError> {
+        Ok(Self {
+            splat_capacity: 0,
+            intersection_capacity: 0,
+            partial_capacity: 0,
+            tile_capacity: 0,
+            band_uniform: scratch_buffer(
+                ctx,
+                "band uniform",
+                size_of::<BandUniform>() as u64,
+                PARAMS,
+                owner,
+            )?,
+            raster_uniform: scratch_buffer(
+                ctx,
+                "raster uniform",
+                size_of::<RasterUniform>() as u64,
+                PARAMS,
+                owner,
+            )?,
+            render_uniform: scratch_buffer(
+                ctx,
+                "band render uniform",
+                size_of::<RenderUniform>() as u64,
+                PARAMS,
+                owner,
+            )?,
+            projected: scratch_buffer(ctx, "projected", 0, STORAGE, owner)?,
+            tile_ids: scratch_buffer(ctx, "tile ids", 0, STORAGE, owner)?,
+            isect_ids: scratch_buffer(ctx, "intersection ids", 0, STORAGE, owner)?,
+            splat_of: scratch_buffer(ctx, "intersection splats", 0, STORAGE, owner)?,
+            partials: scratch_buffer(ctx, "intersection gradients", 0, STORAGE, owner)?,
+            ranges: scratch_buffer(ctx, "tile ranges", 0, STORAGE, owner)?,
+            sort: renderer.sort.scratch(ctx, 1, owner)?,
+        })
+    }
+
+    /// Room for `splats` projected splats and `intersections`, in a frame of `tiles` tiles.
+    fn ensure(
+        &mut self,
+        ctx: &GpuContext,
+        renderer: &Renderer,
+        splats: u32,
+        intersections: u32,
+        tiles: u32,
+        owner: Owner,
+    ) -> Result<(), GpuError> {
+        if splats > self.splat_capacity {
+            let cap = grown(splats);
+            let bytes = u64::from(cap) * PROJECTED_BYTES;
+            self.projected = scratch_buffer(ctx, "projected", bytes, STORAGE, owner)?;
+            self.splat_capacity = cap;
+        }
+        if intersections > self.intersection_capacity {
+            let cap = grown(intersections);
+            let m = u64::from(cap);
+            self.tile_ids = scratch_buffer(ctx, "tile ids", m * 4, STORAGE, owner)?;
+            self.isect_ids = scratch_buffer(ctx, "intersection ids", m * 4, STORAGE, owner)?;
+            self.splat_of = scratch_buffer(ctx, "intersection splats", m * 4, STORAGE, owner)?;
+            self.sort = renderer.sort.scratch(ctx, cap, owner)?;
+            self.intersection_capacity = cap;
+        }
+        if tiles > self.tile_capacity {
+            // One range more: the sentinel tile's (intersect.wgsl).
+            let bytes = u64::from(tiles + 1) * 8;
+            self.ranges = scratch_buffer(ctx, "tile ranges", bytes, STORAGE, owner)?;
+            self.tile_capacity = tiles;
+        }
+        Ok(())
+    }
+
+    /// The backward pass's partials, as many as the intersection buffers hold (made on the
+    /// first backward pass: a scratch that only renders has none).
+    fn ensure_partials(&mut self, ctx: &GpuContext, owner: Owner) -> Result<(), GpuError> {
+        if self.partial_capacity < self.intersection_capacity {
+            let m = u64::from(self.intersection_capacity);
+            self.partials = scratch_buffer(
+                ctx,
+                "intersection gradients",
+                m * PROJECTED_GRAD_FLOATS * 4,
+                STORAGE,
+                owner,
+            )?;
+            self.partial_capacity = self.intersection_capacity;
+        }
+        Ok(())
+    }
+}
+
 impl FrameScratch {
     /// Empty scratch (small buffers); it grows on first use.
     pub fn new(ctx: &GpuContext, renderer: &Renderer, owner: Owner) -> Result<Self, GpuError> {
@@ -807,11 +1140,12 @@ impl FrameScratch {
             owner,
             splat_capacity: 0,
             pixel_capacity: 0,
-            tile_capacity: 0,
-            intersection_capacity: 0,
-            partial_capacity: 0,
+            carry_capacity: 0,
+            bounds_capacity: 0,
             last_frame: None,
             begun: None,
+            plan: Vec::new(),
+            depth_ordered: false,
             uniform: scratch_buffer(
                 ctx,
                 "render uniform",
@@ -826,17 +1160,10 @@ impl FrameScratch {
                 PARAMS,
                 owner,
             )?,
-            raster_uniform: scratch_buffer(
-                ctx,
-                "raster uniform",
-                size_of::<RasterUniform>() as u64,
-                PARAMS,
-                owner,
-            )?,
             total: scratch_buffer(ctx, "scan total", 4, STORAGE, owner)?,
             totals: scratch_buffer(ctx, "frame totals", 16, STORAGE, owner)?,
             counts_readback: scratch_buffer(ctx, "frame counts readback", 16, readback, owner)?,
-            projected: scratch_buffer(ctx, "projected", 0, STORAGE, owner)?,
+            depths: scratch_buffer(ctx, "depths", 0, STORAGE, owner)?,
             tiles_touched: scratch_buffer(ctx, "tiles touched", 0, STORAGE, owner)?,
             depth_keys: scratch_buffer(ctx, "depth keys", 0, STORAGE, owner)?,
             splat_ids: scratch_buffer(ctx, "splat ids", 0, STORAGE, owner)?,
@@ -845,42 +1172,41 @@ impl FrameScratch {
             scan_splats: renderer.scan.scratch(ctx, 1, owner)?,
             scan_visible: renderer.scan.scratch(ctx, 1, owner)?,
             sort_splats: renderer.sort.scratch(ctx, 1, owner)?,
-            tile_ids: scratch_buffer(ctx, "tile ids", 0, STORAGE, owner)?,
-            isect_ids: scratch_buffer(ctx, "intersection ids", 0, STORAGE, owner)?,
-            splat_of: scratch_buffer(ctx, "intersection splats", 0, STORAGE, owner)?,
-            partials: scratch_buffer(ctx, "intersection gradients", 0, STORAGE, owner)?,
-            sort_intersections: renderer.sort.scratch(ctx, 1, owner)?,
-            ranges: scratch_buffer(ctx, "tile ranges", 0, STORAGE, owner)?,
+            bounds: scratch_buffer(ctx, "band bounds", 0, STORAGE, owner)?,
+            bounds_readback: scratch_buffer(ctx, "band bounds readback", 0, readback, owner)?,
+            bands: vec![BandScratch::new(ctx, renderer, owner)?],
             image: scratch_buffer(ctx, "image", 0, STORAGE, owner)?,
             final_t: scratch_buffer(ctx, "final transmittance", 0, STORAGE, owner)?,
             last_entry: scratch_buffer(ctx, "last entry", 0, STORAGE, owner)?,
+            last_band: scratch_buffer(ctx, "last band", 0, STORAGE, owner)?,
+            carry: scratch_buffer(ctx, "backward carry", 0, STORAGE, owner)?,
             bindings: Mutex::new(Vec::new()),
         })
     }
 
-    /// The bind group `label` over `buffers`: the one made last time when the same buffers
-    /// come back (so a steady scene makes none per frame), else a new one from `make`, which
-    /// replaces the old (one per label: a buffer that grew or splats that changed leave
-    /// nothing behind after the next frame).
+    /// The bind group under `key` over `buffers`: the one made last time when the same
+    /// buffers come back (so a steady scene makes none per frame), else a new one from
+    /// `make`, which replaces the old (one per key: a buffer that grew or splats that changed
+    /// leave nothing behind after the next frame).
     fn cached_bind_group(
         &self,
-        label: &'static str,
+        key: (&'static str, usize),
         buffers: &[&wgpu::Buffer],
         make: impl FnOnce() -> wgpu::BindGroup,
     ) -> wgpu::BindGroup {
         let mut cache = self.bindings.lock().unwrap_or_else(PoisonError::into_inner);
         let same = |c: &CachedBindGroup| {
-            c.label == label
+            c.key == key
                 && c.buffers.len() == buffers.len()
                 && c.buffers.iter().zip(buffers).all(|(a, b)| a == *b)
         };
         if let Some(cached) = cache.iter().find(|c| same(c)) {
             return cached.group.clone();
         }
-        cache.retain(|c| c.label != label);
+        cache.retain(|c| c.key != key);
         let group = make();
         let buffers = buffers.iter().map(|b| (*b).clone()).collect();
-        cache.push(CachedBindGroup { label, buffers, group: group.clone() });
+        cache.push(CachedBindGroup { key, buffers, group: group.clone() });
         group
     }
 
@@ -914,6 +1240,13 @@ impl FrameScratch {
         self.last_frame.map(|f| (f.width, f.height))
     }
 
+    /// How many depth bands the last forward pass had (1 unless its intersections outgrew
+    /// one storage binding).
+    #[must_use]
+    pub fn bands(&self) -> usize {
+        self.plan.len()
+    }
+
     /// Reads the last rendered image back: `[H, W]` of rgb + alpha. Blocks.
     pub fn read_image(&self, ctx: &GpuContext) -> Result<Vec<[f32; 4]>, GpuError> {
         let (w, h) = self.image_size().unwrap_or((0, 0));
@@ -927,13 +1260,12 @@ impl FrameScratch {
         renderer: &Renderer,
         splats: u32,
         pixels: u32,
-        tiles: u32,
     ) -> Result<(), GpuError> {
         let owner = self.owner;
         if splats > self.splat_capacity {
             let cap = grown(splats);
             let n = u64::from(cap);
-            self.projected = scratch_buffer(ctx, "projected", n * PROJECTED_BYTES, STORAGE, owner)?;
+            self.depths = scratch_buffer(ctx, "depths", n * 4, STORAGE, owner)?;
             self.tiles_touched = scratch_buffer(ctx, "tiles touched", n * 4, STORAGE, owner)?;
             self.depth_keys = scratch_buffer(ctx, "depth keys", n * 4, STORAGE, owner)?;
             self.splat_ids = scratch_buffer(ctx, "splat ids", n * 4, STORAGE, owner)?;
@@ -949,49 +1281,64 @@ impl FrameScratch {
             self.image = scratch_buffer(ctx, "image", cap * 16, STORAGE, owner)?;
             self.final_t = scratch_buffer(ctx, "final transmittance", cap * 4, STORAGE, owner)?;
             self.last_entry = scratch_buffer(ctx, "last entry", cap * 4, STORAGE, owner)?;
+            self.last_band = scratch_buffer(ctx, "last band", cap * 4, STORAGE, owner)?;
             self.pixel_capacity = pixels;
-        }
-        if tiles > self.tile_capacity {
-            // One range more: the sentinel tile's (intersect.wgsl).
-            let ranges = u64::from(tiles + 1) * 8;
-            self.ranges = scratch_buffer(ctx, "tile ranges", ranges, STORAGE, owner)?;
-            self.tile_capacity = tiles;
         }
         Ok(())
     }
 
-    fn ensure_intersections(
+    /// Room for `bands` + 1 bounds.
+    fn ensure_bounds(&mut self, ctx: &GpuContext, bands: u32) -> Result<(), GpuError> {
+        if bands + 1 > self.bounds_capacity {
+            let cap = grown(bands + 1);
+            let bytes = u64::from(cap) * 8;
+            let readback = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
+            self.bounds = scratch_buffer(ctx, "band bounds", bytes, STORAGE, self.owner)?;
+            self.bounds_readback =
+                scratch_buffer(ctx, "band bounds readback", bytes, readback, self.owner)?;
+            self.bounds_capacity = cap;
+        }
+        Ok(())
+    }
+
+    /// Room for every band of `plan`, in a frame of `splats` splats and `tiles` tiles. One
+    /// band holds projections for all the splats, visible or not, as the splat-ordered
+    /// array it replaces did: its size then does not follow the view, and the memory
+    /// prediction, which must plan for a view that sees every splat, stays tight. Several
+    /// bands hold their own splats only.
+    fn ensure_bands(
         &mut self,
         ctx: &GpuContext,
         renderer: &Renderer,
-        count: u32,
+        plan: &[BandUniform],
+        splats: u32,
+        tiles: u32,
     ) -> Result<(), GpuError> {
-        if count > self.intersection_capacity {
-            let cap = grown(count);
-            let owner = self.owner;
-            let m = u64::from(cap);
-            self.tile_ids = scratch_buffer(ctx, "tile ids", m * 4, STORAGE, owner)?;
-            self.isect_ids = scratch_buffer(ctx, "intersection ids", m * 4, STORAGE, owner)?;
-            self.splat_of = scratch_buffer(ctx, "intersection splats", m * 4, STORAGE, owner)?;
-            self.sort_intersections = renderer.sort.scratch(ctx, cap, owner)?;
-            self.intersection_capacity = cap;
+        while self.bands.len() < plan.len() {
+            self.bands.push(BandScratch::new(ctx, renderer, self.owner)?);
+        }
+        for (band, scratch) in plan.iter().zip(&mut self.bands) {
+            let room = if plan.len() == 1 { splats.max(band.count) } else { band.count };
+            scratch.ensure(ctx, renderer, room, band.intersections, tiles, self.owner)?;
         }
         Ok(())
     }
 
-    /// The backward pass's per-intersection partials, as many as the intersection buffers
-    /// hold (made on the first backward pass: a scratch that only renders has none).
-    fn ensure_partials(&mut self, ctx: &GpuContext) -> Result<(), GpuError> {
-        if self.partial_capacity < self.intersection_capacity {
-            let m = u64::from(self.intersection_capacity);
-            self.partials = scratch_buffer(
-                ctx,
-                "intersection gradients",
-                m * PROJECTED_GRAD_FLOATS * 4,
-                STORAGE,
-                self.owner,
-            )?;
-            self.partial_capacity = self.intersection_capacity;
+    /// The backward pass's partials for the first `bands` bands.
+    fn ensure_partials(&mut self, ctx: &GpuContext, bands: usize) -> Result<(), GpuError> {
+        let owner = self.owner;
+        for band in self.bands.iter_mut().take(bands) {
+            band.ensure_partials(ctx, owner)?;
+        }
+        Ok(())
+    }
+
+    /// The backward pass's carried walk, for frames of several bands.
+    fn ensure_carry(&mut self, ctx: &GpuContext, pixels: u32) -> Result<(), GpuError> {
+        if pixels > self.carry_capacity {
+            let bytes = u64::from(pixels) * 16;
+            self.carry = scratch_buffer(ctx, "backward carry", bytes, STORAGE, self.owner)?;
+            self.carry_capacity = pixels;
         }
         Ok(())
     }

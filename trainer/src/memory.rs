@@ -36,17 +36,17 @@
 //! | largest parameter buffer G (quats at SH 0, the highest band above) | 4·max(4, 3·(2d+1)); f16: 4·max(4, ⌈3·(2d+1)/2⌉) | 16 | 84 | 44 |
 //! | refinement plan                               | 32                | 32   | 32   | 32        |
 //! | **refinement**: parameters and moments, one group's new ones, the plan | 3·(P + G) + 32 | 248 | 992 | 620 |
-//! | rasterizer scratch, per splat of capacity: projected 48, five u32 arrays 20, depth sort 8.1, two scans 0.02 | 76.1 | | | |
+//! | rasterizer scratch, per splat of capacity: projected 48 (in depth order), six u32 arrays 24, depth sort 8.1, two scans 0.02 | 80.1 | | | |
 //! | rasterizer scratch, per intersection of capacity: tile ids 4, intersection ids 4, their splats 4, dL/dprojected partials 36, tile sort 8.1 | 56.1 | | | |
 //!
-//! Per pixel: in the frame scratch image 16, final transmittance 4, last entry 4; beside it
+//! Per pixel: in the frame scratch image 16, final transmittance 4, last entry 4, last band 4; beside it
 //! `v_image` 16, two streamed targets 10 (RGBA8 and an alpha plane), loss maps 36. Per tile:
 //! ranges 8 in the frame scratch; loss sums 16 and their readback 16.
 //!
-//! So the peak is a step's: a splat at SH 3 takes 956 + 1.5 × 76.1 ≈ 1,070 bytes (818 with
+//! So the peak is a step's: a splat at SH 3 takes 956 + 1.5 × 80.1 ≈ 1,076 bytes (824 with
 //! 16-bit SH), plus 1.5 × 56.1 ≈ 84 bytes for each tile it touches (the backward pass's
 //! per-intersection partials, 36 of them, are the price of a sum in fixed order); at SH 0,
-//! 350 plus 84 a tile. A refinement (992 at SH 3, 620 with 16-bit SH, 248 at SH 0) stays
+//! 356 plus 84 a tile. A refinement (992 at SH 3, 620 with 16-bit SH, 248 at SH 0) stays
 //! below it. Before the scratch was let go and refinements went group by group, a refinement
 //! held two full states beside the scratch: 2,112 + 168 at SH 3, with a `v_projected` of 36
 //! bytes a splat more.
@@ -97,10 +97,11 @@ const MIN_GROWN: u64 = 256;
 const ADAM_UNIFORM_BYTES: u64 = 8 * 256;
 /// The refinement's gather/split uniform slots: 9 of 256 bytes (densify/mod.rs).
 const DENSIFY_UNIFORM_BYTES: u64 = 9 * 256;
-/// Small blocks of the frame scratch, at their 64-byte minimum: render uniform (160 bytes),
-/// intersect and raster uniforms, the scan total, the frame totals and their readback
-/// (renderer.rs).
-const FRAME_FIXED_BYTES: u64 = 160 + 5 * MIN_SCRATCH_BUFFER;
+/// Small blocks of the frame scratch, at their 64-byte minimum: the render uniform and its
+/// first band's copy (160 bytes each), the intersect uniform, the scan total, the frame
+/// totals and their readback, the band bounds and their readback, the backward carry's
+/// placeholder, the first band's band and raster uniforms (renderer.rs).
+const FRAME_FIXED_BYTES: u64 = 2 * 160 + 9 * MIN_SCRATCH_BUFFER;
 /// The loss's parameter block (loss/mod.rs, `LossParams`).
 const LOSS_PARAMS_BYTES: u64 = 48;
 /// Bytes per pixel of the loss's derivative maps (3 channels × 3 maps × f32).
@@ -391,7 +392,7 @@ impl MemoryModel {
     }
 
     /// The largest splat count whose buffers each fit one storage binding and one buffer of
-    /// a device with `limits` (0 if not even one splat does, or the image's loss maps do
+    /// a device with `limits` (0 if not even one splat does, or the image's buffers do
     /// not fit): see [`MemoryModel::binding_cap`].
     #[must_use]
     pub fn max_splats_for_limits(&self, limits: &wgpu::Limits, shape: &RunShape) -> u64 {
@@ -399,28 +400,29 @@ impl MemoryModel {
     }
 
     /// [`MemoryModel::max_splats_for_limits`], and the buffer that binds first. Kernels bind
-    /// these whole, so each must fit one storage binding and one buffer: the rasterizer's
-    /// projected splats (48 bytes × the grown capacity), the highest SH band's gradient (84
-    /// bytes a splat at degree 3, f32 whatever the parameters' precision), the backward
-    /// pass's intersection partials (36 bytes × the grown intersections) and the loss maps
-    /// (by pixels). On lavapipe (128 MiB bindings) at 4 intersections a splat the partials
-    /// bind first: 621k splats, whatever the budget.
+    /// these whole, so each must fit one storage binding and one buffer: the largest
+    /// parameter buffer's gradient (84 bytes a splat at SH degree 3, f32 whatever the
+    /// parameters' precision; its moments and parameters are no larger), a refinement's plan
+    /// (32 bytes a splat: what binds first at SH degree 0, and its read-back of 28), the rasterizer's
+    /// per-splat arrays (4 bytes × the grown capacity), and an image's loss maps and colours
+    /// (by pixels). What grows with the intersections is cut into depth bands
+    /// (renderer.rs), which only need one splat's tiles to fit a binding. On lavapipe (128
+    /// MiB bindings) at SH degree 3 the highest band's gradient binds first: 1,597,830
+    /// splats, whatever the budget.
     #[must_use]
     pub fn binding_cap(&self, limits: &wgpu::Limits, shape: &RunShape) -> (u64, &'static str) {
         let binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let d = shape.sh_degree.min(3) as usize;
         let param_floats = u64::from(VALUES_PER_SPLAT[..=4 + d].iter().copied().max().unwrap_or(0));
-        let ips = f64::from(shape.intersections_per_splat.max(0.0));
         let pixels = u64::from(shape.width) * u64::from(shape.height);
-        let buffers: [(&'static str, &dyn Fn(u64) -> u64); 4] = [
-            ("the rasterizer's projected splats (48 B a splat)", &|n| {
-                self.grown(n) * PROJECTED_BYTES
-            }),
-            ("the intersection gradients (36 B an intersection)", &|n| {
-                self.grown((n as f64 * ips).ceil() as u64) * PROJECTED_GRAD_FLOATS * 4
-            }),
+        let tiles = u64::from(shape.width.div_ceil(TILE_SIZE) * shape.height.div_ceil(TILE_SIZE));
+        let per_pixel = LOSS_MAPS_BYTES_PER_PIXEL.max(16);
+        let buffers: [(&'static str, &dyn Fn(u64) -> u64); 5] = [
             ("the largest parameter gradient buffer", &|n| n * param_floats * 4),
-            ("the loss maps of one image", &|_| pixels * LOSS_MAPS_BYTES_PER_PIXEL),
+            ("a refinement's plan (32 B a splat)", &|n| n * PLAN_ENTRY_BYTES),
+            ("the rasterizer's per-splat arrays (4 B a splat)", &|n| self.grown(n) * 4),
+            ("the loss maps of one image", &|_| pixels * per_pixel),
+            ("one depth band (a splat on every tile)", &|_| (tiles + 1) * PROJECTED_BYTES * 3 / 2),
         ];
         buffers
             .iter()
@@ -480,13 +482,16 @@ fn largest_param_buffer(n: u64, d: u32, precision: ShPrecision) -> u64 {
 fn frame_scratch(tally: &mut Tally, splats: u64, intersections: u64, pixels: u64, tiles: u64) {
     let scratch = |bytes: u64| bytes.max(MIN_SCRATCH_BUFFER);
     let mut raster = FRAME_FIXED_BYTES;
-    // Per splat: projected, tiles touched, depth keys, splat ids, counts, offsets.
-    raster += scratch(splats * PROJECTED_BYTES) + 5 * scratch(splats * 4);
+    // Per splat: projected (in depth order, room for every splat in one band), depths, tiles
+    // touched, depth keys, splat ids, counts, offsets.
+    raster += scratch(splats * PROJECTED_BYTES) + 6 * scratch(splats * 4);
     // Per intersection: tile ids, intersection ids, their splats, dL/dprojected partials.
     raster += 3 * scratch(intersections * 4) + scratch(intersections * PROJECTED_GRAD_FLOATS * 4);
     // Per tile: ranges (and the sentinel tile's); per pixel: image, final transmittance,
-    // last entry.
-    raster += scratch((tiles + 1) * 8) + scratch(pixels * 16) + 2 * scratch(pixels * 4);
+    // last entry, last band. (A frame of several depth bands adds each band's ranges and
+    // small blocks, and the backward pass's carry, 16 bytes a pixel: only runs whose
+    // intersections outgrow one storage binding have them.)
+    raster += scratch((tiles + 1) * 8) + scratch(pixels * 16) + 3 * scratch(pixels * 4);
     tally.add(Category::RasterizerScratch, raster);
     // The visible-flag scan (all splats) and the tile-count scan (the visible ones).
     scan_scratch(tally, splats);

@@ -928,7 +928,7 @@ impl Task {
         };
         let what_is_kept = match (&kept, &self.last_checkpoint) {
             (Some((kept_step, _)), _) => {
-                format!("The splats of step {kept_step} are kept: Export writes them")
+                format!("The splats of step {kept_step} are kept: export them to save them")
             }
             (None, Some((path, saved))) => {
                 format!("The last checkpoint is kept: {} (step {saved})", path.display())
@@ -1208,13 +1208,12 @@ pub fn keep_at_most(cloud: PointCloud, max: usize) -> PointCloud {
 /// anything else, the self-test, which tells whether this GPU computes right.
 fn advice(error: &GpuError) -> &'static str {
     match error {
-        GpuError::OutOfMemory { .. } | GpuError::TooLarge { .. } | GpuError::TooMany { .. } => {
-            "; try fewer splats (Max splats, --max-splats), smaller images \
-             (--max-resolution) or a lower memory budget"
+        GpuError::OutOfMemory { .. } => {
+            "; try a lower splat cap, smaller images or a lower memory budget"
         }
-        _ => {
-            "; the self-test (Help → Self-test, splatforge self-test) tells whether this GPU \
-             computes right"
+        GpuError::TooLarge { .. } | GpuError::TooMany { .. } => {
+            "; try a lower splat cap or smaller images"
         }
+        _ => "; the self-test tells whether this GPU computes right",
     }
 }

@@ -856,12 +856,20 @@ impl Trainer {
         // Losses that came back while this step waited, before a ring slot is taken.
         collect_metrics(&mut scratch.metrics, &mut self.metrics);
         let kernels = &self.kernels;
+        // A frame whose intersections outgrow one binding: its depth bands (a second wait).
+        kernels.renderer.prepare_bands(&ctx, &mut scratch.frame, counts).await?;
         let config = &self.config;
         ctx.checked("training step", || {
             let mut encoder = ctx
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
-            kernels.renderer.forward_finish(&ctx, &mut encoder, &mut scratch.frame, counts)?;
+            kernels.renderer.forward_finish(
+                &ctx,
+                &mut encoder,
+                &state.splats,
+                &mut scratch.frame,
+                counts,
+            )?;
             let target = scratch.targets.get(TargetRef::Train(view, (step0 % 2) as usize));
             let images = LossImages {
                 rendered: &scratch.frame.image,
@@ -1030,6 +1038,7 @@ impl Trainer {
                 &mut scratch.frame,
             )?;
             let counts = scratch.frame.counts(&ctx).await?;
+            self.kernels.renderer.prepare_bands(&ctx, &mut scratch.frame, counts).await?;
             let layout = ctx.checked("evaluation", || {
                 let mut encoder =
                     ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -1038,6 +1047,7 @@ impl Trainer {
                 self.kernels.renderer.forward_finish(
                     &ctx,
                     &mut encoder,
+                    &state.splats,
                     &mut scratch.frame,
                     counts,
                 )?;

@@ -3,7 +3,9 @@
 //! densification on, for both strategies, each trained twice from scratch (16-px images and
 //! a few thousand splats: what is compared is the order of the sums, not the size). And the
 //! bits do not depend on the adapter's subgroup width either: the same run with subgroups,
-//! with the portable path and (on lavapipe) with subgroups of 4 writes the same splats.ply.
+//! with the portable path and (on lavapipe) with subgroups of 4 writes the same splats.ply;
+//! nor on its binding limit: on a device whose buffers are capped at 64 KiB, where every
+//! frame is cut into depth bands, too.
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
 use std::path::Path;
@@ -116,10 +118,15 @@ fn mcmc_trains_the_same_splats_twice() {
 
 /// A shorter run (refinements included), written as the bytes of its splats.ply.
 fn short_run_ply(ctx: &GpuContext) -> Vec<u8> {
+    run_ply(ctx, 2, 3_000)
+}
+
+/// [`short_run_ply`] at another SH degree and splat cap.
+fn run_ply(ctx: &GpuContext, sh_degree: u32, max_splats: u32) -> Vec<u8> {
     let data = dataset();
     let strategy = Strategy::Default(DefaultConfig { start: 100, ..DefaultConfig::default() });
-    let init = splats_from_points(data.init_points.as_ref().unwrap(), 2);
-    let config = TrainConfig { steps: 400, ..config(strategy) };
+    let init = splats_from_points(data.init_points.as_ref().unwrap(), sh_degree);
+    let config = TrainConfig { steps: 400, sh_degree, max_splats, ..config(strategy) };
     let mut trainer = Trainer::new(ctx, Arc::clone(&data), &init, config, Owner::Run(1)).unwrap();
     for _ in 0..400 {
         trainer.step().unwrap();
@@ -186,4 +193,23 @@ fn child_run_writes_its_splats() {
     let width = ctx.adapter_info.subgroup_min_size.to_string();
     std::fs::write(out.with_extension("ply"), short_run_ply(&ctx)).unwrap();
     std::fs::write(out.with_extension("width"), width).unwrap();
+}
+
+#[test]
+fn a_device_with_small_bindings_trains_the_same_bits() {
+    // SH degree 0 and at most 1,800 splats: the parameters (16 B a splat at most) and the
+    // refinement's plan (32 B a splat) fit 64 KiB buffers; what grows with the intersections
+    // is cut into depth bands (renderer.rs), two or three a frame here.
+    let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
+    let first = run_ply(&ctx, 0, 1_800);
+    drop(ctx);
+    let limit = Some(64 << 10);
+    let small = splat_render::HeadlessOptions {
+        max_buffer_size: limit,
+        max_storage_buffer_binding_size: limit,
+        ..splat_render::HeadlessOptions::default()
+    };
+    let ctx = pollster::block_on(GpuContext::new_headless_with(&small)).unwrap();
+    assert!(run_ply(&ctx, 0, 1_800) == first, "the banded run trained other splats");
+    assert!(ctx.take_uncaptured_errors().is_empty());
 }

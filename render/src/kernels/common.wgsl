@@ -24,9 +24,11 @@ struct RenderUniform {
     sh_degree_stored: u32,
     // 1 when SH bands 1..=3 are stored as binary16 pairs (splat_params.wgsl).
     sh_half: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    // The projection's backward pass, one depth band a pass: the band's ranks among the
+    // visible splats [band_first, band_end) and its first intersection's number.
+    band_first: u32,
+    band_end: u32,
+    band_base: u32,
 }
 
 // One projected splat. Keep in sync with `PROJECTED_BYTES` in kernels/mod.rs (48 bytes).
@@ -40,6 +42,34 @@ struct Projected {
     // Camera-space z (positive), whose bits are the depth sort's key.
     depth: f32,
     color: vec3<f32>,
+}
+
+// The rasterizers' parameters, for one depth band. Keep in sync with `RasterUniform` in
+// kernels/mod.rs (48 bytes).
+struct RasterUniform {
+    image_size: vec2<u32>,
+    tiles: vec2<u32>,
+    background: vec4<f32>,
+    // This band (0 = the front) and how many the frame has.
+    band: u32,
+    bands: u32,
+    _pad: vec2<u32>,
+}
+
+// In `last_band`: the pixel saturated (its transmittance would have fallen below T_MIN), so
+// the bands behind add nothing to it.
+const SATURATED: u32 = 0x80000000u;
+
+// One depth band of a frame (renderer.rs): consecutive visible splats in depth order and
+// their intersections. Keep in sync with `BandUniform` in kernels/mod.rs (16 bytes).
+struct BandUniform {
+    // The band's first rank among the visible splats, and how many it holds.
+    first: u32,
+    count: u32,
+    // The frame's number of the band's first intersection (its own are numbered from 0).
+    base: u32,
+    // How many intersections it holds.
+    intersections: u32,
 }
 
 // σ at the 3σ ellipse: ½ · 3².

@@ -6,13 +6,18 @@
 // gather_counts: counts[j] = tiles touched by the j-th visible splat in depth order; that
 //   splat's entry in `tiles_touched` becomes its rank j + 1 (0 stays 0: not visible), which
 //   is how the projection's backward pass finds its intersections.
-// emit: for the j-th splat in depth order, one (tile id, intersection id) pair per tile it
-//   touches, at offsets[j].. (an exclusive scan of counts); the intersection id is that
-//   position, and `splat_of` maps it to the splat. Pairs come out in depth order, so a stable
-//   sort by tile id leaves each tile's list front to back.
-// tile_ranges: after the tile sort, [start, end) of each tile's run of pairs; entry `tiles`
-//   (one past the last tile) is the run of the sentinel tile id, which `emit` gives the slots
-//   it could not fill (below): no tile's list holds them, and the backward pass zeroes them.
+// band_bounds: the depth bands (renderer.rs): band k holds the ranks from the first whose
+//   intersections start at or after k · band_target, so a band's intersections number at
+//   most band_target plus one splat's tiles.
+// emit, for one band (its ranks first .. first + count): for the k-th splat of the band, one
+//   (tile id, intersection id) pair per tile it touches, at offsets[first + k] − base.. (an
+//   exclusive scan of counts, made band-local); the intersection id is that position, and
+//   `splat_of` maps it to k, the splat's place in the band's projected array. Pairs come out
+//   in depth order, so a stable sort by tile id leaves each tile's list front to back.
+// tile_ranges, for one band: after the tile sort, [start, end) of each tile's run of pairs
+//   among the band's intersections; entry `tiles` (one past the last tile) is the run of the
+//   sentinel tile id, which `emit` gives the slots it could not fill (below): no tile's list
+//   holds them, and the backward pass zeroes them.
 
 struct IntersectUniform {
     num_splats: u32,
@@ -21,19 +26,26 @@ struct IntersectUniform {
     depth_min: u32,
     tiles: vec2<u32>,
     image_size: vec2<u32>,
+    // Intersections a band starts at (multiples of), and how many bands.
+    band_target: u32,
+    num_bands: u32,
+    _pad: vec2<u32>,
 }
 
 @group(0) @binding(0) var<storage, read> iu: IntersectUniform;
-@group(0) @binding(1) var<storage, read> projected: array<Projected>;     // [N]
+@group(0) @binding(1) var<storage, read> depths: array<u32>;              // [N] depth bits
 @group(0) @binding(2) var<storage, read_write> tiles_touched: array<u32>; // [N], then ranks
 @group(0) @binding(3) var<storage, read_write> splat_ids: array<u32>;     // [V] by depth
 @group(0) @binding(4) var<storage, read_write> counts: array<u32>;        // [N] flags, then [V]
 @group(0) @binding(5) var<storage, read> offsets: array<u32>;             // exclusive scan of counts
-@group(0) @binding(6) var<storage, read_write> tile_ids: array<u32>;      // [M]
-@group(0) @binding(7) var<storage, read_write> isect_ids: array<u32>;     // [M]
+@group(0) @binding(6) var<storage, read_write> tile_ids: array<u32>;      // [band's M]
+@group(0) @binding(7) var<storage, read_write> isect_ids: array<u32>;     // [band's M]
 @group(0) @binding(8) var<storage, read_write> ranges: array<vec2<u32>>;  // [tiles + 1]
 @group(0) @binding(9) var<storage, read_write> depth_keys: array<u32>;    // [V]
-@group(0) @binding(10) var<storage, read_write> splat_of: array<u32>;     // [M]
+@group(0) @binding(10) var<storage, read_write> splat_of: array<u32>;     // [band's M]
+@group(0) @binding(11) var<storage, read> projected: array<Projected>;    // [band's count]
+@group(0) @binding(12) var<storage, read> band: BandUniform;
+@group(0) @binding(13) var<storage, read_write> bounds: array<vec2<u32>>; // [bands + 1]
 
 const GROUP: u32 = 256u;
 
@@ -49,7 +61,7 @@ fn compact(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_inde
         return;
     }
     let at = offsets[i];
-    depth_keys[at] = bitcast<u32>(projected[i].depth) - iu.depth_min;
+    depth_keys[at] = depths[i] - iu.depth_min;
     splat_ids[at] = i;
 }
 
@@ -66,22 +78,48 @@ fn gather_counts(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocatio
 }
 
 @compute @workgroup_size(256)
-fn emit(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-        @builtin(num_workgroups) groups: vec3<u32>) {
-    let j = flat(gid, groups, lid);
-    if j >= iu.num_visible {
+fn band_bounds(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+               @builtin(num_workgroups) groups: vec3<u32>) {
+    let k = flat(gid, groups, lid);
+    if k > iu.num_bands {
         return;
     }
-    let splat = splat_ids[j];
-    let p = projected[splat];
+    // The first rank whose intersections start at or after k · band_target (offsets rise
+    // with the rank): a binary search, a fixed number of integer steps.
+    let goal = k * iu.band_target;
+    var lo = 0u;
+    var hi = iu.num_visible;
+    if k == iu.num_bands {
+        lo = hi;
+    }
+    while lo < hi {
+        let mid = (lo + hi) / 2u;
+        if offsets[mid] < goal {
+            lo = mid + 1u;
+        } else {
+            hi = mid;
+        }
+    }
+    bounds[k] = vec2<u32>(lo, select(iu.num_intersections, offsets[lo], lo < iu.num_visible));
+}
+
+@compute @workgroup_size(256)
+fn emit(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+        @builtin(num_workgroups) groups: vec3<u32>) {
+    let k = flat(gid, groups, lid);
+    if k >= band.count {
+        return;
+    }
+    let j = band.first + k;
+    let p = projected[k];
     // The same tiles, in the same order, as `tiles_hit` counted in the projection, from the
-    // same stored values. Should this shader's arithmetic round a marginal tile differently
-    // (another fused multiply-add), it still writes exactly its `counts[j]` slots: never past
-    // them, and any left over get the sentinel tile id `tiles`, which sorts after every real
-    // tile and which no tile's list holds: the splat then misses a marginal tile (a flaw in
-    // marginal pixels, never a fault), but is never composited twice.
+    // values projected again for the band. Should this shader's arithmetic round a marginal
+    // tile differently (another fused multiply-add), it still writes exactly its `counts[j]`
+    // slots: never past them, and any left over get the sentinel tile id `tiles`, which sorts
+    // after every real tile and which no tile's list holds: the splat then misses a marginal
+    // tile (a flaw in marginal pixels, never a fault), but is never composited twice.
     let span = splat_tile_span(p.mean2d, p.conic, p.sigma_cut, iu.tiles);
-    let start = offsets[j];
+    let start = offsets[j] - band.base;
     let end = start + counts[j];
     var at = start;
     for (var ty = span.y; ty < span.w; ty++) {
@@ -90,7 +128,7 @@ fn emit(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
                 && tile_touched(p.mean2d, p.conic, p.sigma_cut, vec2<u32>(tx, ty), iu.image_size) {
                 tile_ids[at] = ty * iu.tiles.x + tx;
                 isect_ids[at] = at;
-                splat_of[at] = splat;
+                splat_of[at] = k;
                 at++;
             }
         }
@@ -99,7 +137,7 @@ fn emit(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     for (; at < end; at++) {
         tile_ids[at] = sentinel;
         isect_ids[at] = at;
-        splat_of[at] = splat;
+        splat_of[at] = k;
     }
 }
 
@@ -107,7 +145,7 @@ fn emit(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
 fn tile_ranges(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                @builtin(num_workgroups) groups: vec3<u32>) {
     let i = flat(gid, groups, lid);
-    let m = iu.num_intersections;
+    let m = band.intersections;
     if i >= m {
         return;
     }

@@ -46,6 +46,7 @@ impl Reduction {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kernel {
     ProjectForward,
+    ProjectRank,
     ProjectBackward,
     Intersect,
     RasterizeForward,
@@ -53,8 +54,9 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::ProjectForward,
+        Self::ProjectRank,
         Self::ProjectBackward,
         Self::Intersect,
         Self::RasterizeForward,
@@ -66,6 +68,7 @@ impl Kernel {
     pub fn label(self) -> &'static str {
         match self {
             Self::ProjectForward => "project_forward",
+            Self::ProjectRank => "project_rank",
             Self::ProjectBackward => "project_backward",
             Self::Intersect => "intersect",
             Self::RasterizeForward => "rasterize_forward",
@@ -80,6 +83,9 @@ impl Kernel {
         let parts: &[&str] = match self {
             Self::ProjectForward => {
                 &[COMMON, BINARY16, SPLAT_PARAMS, include_str!("project_forward.wgsl")]
+            }
+            Self::ProjectRank => {
+                &[COMMON, BINARY16, SPLAT_PARAMS, include_str!("project_rank.wgsl")]
             }
             Self::ProjectBackward => {
                 &[COMMON, BINARY16, SPLAT_PARAMS, include_str!("project_backward.wgsl")]
@@ -147,7 +153,11 @@ pub struct RenderUniform {
     pub sh_degree_stored: u32,
     /// 1 when SH bands 1..=3 are stored as binary16 pairs (`ShPrecision::F16`).
     pub sh_half: u32,
-    pub(crate) _pad: [u32; 3],
+    /// The projection's backward pass, one depth band a pass: the band's ranks among the
+    /// visible splats and its first intersection's number.
+    pub band_first: u32,
+    pub band_end: u32,
+    pub band_base: u32,
 }
 const _: () = assert!(size_of::<RenderUniform>() == 160);
 
@@ -162,18 +172,41 @@ pub struct IntersectUniform {
     pub depth_min: u32,
     pub tiles: [u32; 2],
     pub image_size: [u32; 2],
+    /// Bands start at the first rank whose intersections start at or after a multiple of
+    /// this (intersect.wgsl, `band_bounds`).
+    pub band_target: u32,
+    pub num_bands: u32,
+    pub(crate) _pad: [u32; 2],
 }
-const _: () = assert!(size_of::<IntersectUniform>() == 32);
+const _: () = assert!(size_of::<IntersectUniform>() == 48);
 
-/// Uniform of the rasterizers. Keep in sync with `RasterUniform` in rasterize_*.wgsl.
+/// One depth band of a frame. Keep in sync with `BandUniform` in common.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct BandUniform {
+    /// The band's first rank among the visible splats, and how many it holds.
+    pub first: u32,
+    pub count: u32,
+    /// The frame's number of the band's first intersection.
+    pub base: u32,
+    /// How many intersections it holds.
+    pub intersections: u32,
+}
+const _: () = assert!(size_of::<BandUniform>() == 16);
+
+/// Uniform of the rasterizers, for one depth band. Keep in sync with `RasterUniform` in common.wgsl.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct RasterUniform {
     pub image_size: [u32; 2],
     pub tiles: [u32; 2],
     pub background: [f32; 4],
+    /// This band (0 = the front) and how many the frame has.
+    pub band: u32,
+    pub bands: u32,
+    pub(crate) _pad: [u32; 2],
 }
-const _: () = assert!(size_of::<RasterUniform>() == 32);
+const _: () = assert!(size_of::<RasterUniform>() == 48);
 
 /// Bytes of one `Projected` (common.wgsl).
 pub const PROJECTED_BYTES: u64 = 48;

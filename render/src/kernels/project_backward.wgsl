@@ -1,13 +1,16 @@
-// Projection, backward: one thread per splat. From dL/d(projected) to the gradients of the
-// raw parameters, recomputing the forward intermediates. A visible splat's dL/d(projected) is
-// the sum of the partials the rasterizer's backward pass wrote for its intersections
-// (`offsets[j]`.. `+ counts[j]` for its depth rank j), added in their order: fixed, so the
-// result is the same every run. Also accumulates the densification statistics: the NDC
+// Projection, backward: one thread per splat, one pass per depth band (renderer.rs): a pass
+// takes the visible splats whose depth rank lies in its band (`u.band_first .. band_end`;
+// the first pass also zeroes the splats no band holds). From dL/d(projected) to the
+// gradients of the raw parameters, recomputing the forward intermediates. A visible splat's
+// dL/d(projected) is the sum of the partials the rasterizer's backward pass wrote for its
+// intersections (`offsets[j]`.. `+ counts[j]` for its depth rank j, less the band's first
+// intersection: the band's partials), added in their order: fixed, so the result is the
+// same every run, however the frame is cut into bands. Also accumulates the densification statistics: the NDC
 // gradient norm, the number of renders the splat was visible in and its largest radius in
 // pixels. Gradients of SH bands above the active degree are not written (nothing reads them:
 // Adam skips them too).
 
-@group(0) @binding(9) var<storage, read> partials: array<f32>;          // [M, 9]
+@group(0) @binding(9) var<storage, read> partials: array<f32>;          // [band's M, 9]
 @group(0) @binding(10) var<storage, read_write> v_means: array<f32>;    // [N, 3]
 @group(0) @binding(11) var<storage, read_write> v_log_scales: array<f32>; // [N, 3]
 @group(0) @binding(12) var<storage, read_write> v_quats: array<f32>;    // [N, 4]
@@ -61,16 +64,26 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     if i >= u.num_splats {
         return;
     }
-    let pr = project(i);
     // Visible = the forward pass composited it somewhere (intersect.wgsl gave it a rank).
     let rank = ranks[i];
-    if !pr.visible || rank == 0u {
+    if rank == 0u {
+        if u.band_first == 0u {
+            store_zero(i);
+        }
+        return;
+    }
+    let depth_rank = rank - 1u;
+    if depth_rank < u.band_first || depth_rank >= u.band_end {
+        return;
+    }
+    let pr = project(i);
+    if !pr.visible {
         store_zero(i);
         return;
     }
     var v: array<f32, 9>;
-    let start = offsets[rank - 1u];
-    let end = start + counts[rank - 1u];
+    let start = offsets[depth_rank] - u.band_base;
+    let end = start + counts[depth_rank];
     for (var e = start; e < end; e++) {
         for (var c = 0u; c < 9u; c++) {
             v[c] += partials[9u * e + c];

@@ -1,13 +1,15 @@
-// Projection, forward: one thread per splat. Writes the projected splat, the number of tiles
-// it touches (0 when culled) and whether it is visible (a 0/1 flag, scanned next into its
-// place among the visible splats). The frame's totals are added up with integer atomics, so
+// Projection, forward: one thread per splat. Writes the number of tiles each splat touches
+// (0 when culled), whether it is visible (a 0/1 flag, scanned next into its place among the
+// visible splats) and its camera-space depth's bits (the depth sort's key; positive floats
+// order like their bit patterns). The frame's totals are added up with integer atomics, so
 // they do not depend on the order threads run in: the tile intersections and the least and
-// greatest depth (as bits; positive floats order like their bit patterns), which bound the
-// depth sort's keys.
+// greatest depth bits, which bound the depth sort's keys. What the rasterizer reads of each
+// visible splat is projected again after the depth sort, in depth order, band by band
+// (project_rank.wgsl): no array here holds 48 bytes a splat for all splats.
 
-@group(0) @binding(9) var<storage, read_write> projected: array<Projected>;   // [N]
-@group(0) @binding(10) var<storage, read_write> tiles_touched: array<u32>;   // [N]
-@group(0) @binding(11) var<storage, read_write> visible: array<u32>;         // [N] 0 or 1
+@group(0) @binding(9) var<storage, read_write> depths: array<u32>;          // [N]
+@group(0) @binding(10) var<storage, read_write> tiles_touched: array<u32>;  // [N]
+@group(0) @binding(11) var<storage, read_write> visible: array<u32>;        // [N] 0 or 1
 // [unused, intersections, least depth bits, greatest depth bits]; the caller resets it.
 @group(0) @binding(12) var<storage, read_write> totals: array<atomic<u32>, 4>;
 
@@ -36,15 +38,8 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
         tiles_touched[i] = hits;
         visible[i] = u32(hits > 0u);
         if hits > 0u {
-            var out: Projected;
-            out.mean2d = pr.mean2d;
-            out.opacity = pr.opacity;
-            out.sigma_cut = pr.cut;
-            out.conic = pr.conic;
-            out.depth = pr.p_cam.z;
-            out.color = max(sh_color(i, pr.dir), vec3<f32>(0.0));
-            projected[i] = out;
             let key = bitcast<u32>(pr.p_cam.z);
+            depths[i] = key;
             atomicAdd(&group_hits, hits);
             atomicMin(&group_min, key);
             atomicMax(&group_max, key);

@@ -1,6 +1,7 @@
-// Rasterization, backward, without float atomics: one workgroup per tile, one thread per
-// pixel, walking the tile's list back to front from each pixel's last composited entry
-// (MATH.md, Backward). Each list entry's gradient with respect to its projected values
+// Rasterization, backward, of one depth band (renderer.rs), without float atomics: one
+// workgroup per tile, one thread per pixel, walking the tile's list back to front from each
+// pixel's last composited entry (MATH.md, Backward). The bands go back to front; a pixel's
+// walk (its transmittance and the colour behind) carries from one to the next in `carry`. Each list entry's gradient with respect to its projected values
 // (mean2d x, y; conic A, B, C; colour r, g, b; opacity) is summed over the tile's pixels in a
 // fixed order and written once, to `partials` at the entry's intersection id; the projection's
 // backward pass then adds each splat's entries in their order. No sum depends on which
@@ -17,21 +18,19 @@
 // and without subgroups: a driver's choice of width changes nothing. (`lane_sum`, `lane_any`
 // and the entry point come from reduce_{subgroup,portable}.wgsl.)
 
-struct RasterUniform {
-    image_size: vec2<u32>,
-    tiles: vec2<u32>,
-    background: vec4<f32>,
-}
-
 @group(0) @binding(0) var<storage, read> ru: RasterUniform;
-@group(0) @binding(1) var<storage, read> projected: array<Projected>;   // [N]
-@group(0) @binding(2) var<storage, read> isect_ids: array<u32>;        // [M] tile-sorted
+@group(0) @binding(1) var<storage, read> projected: array<Projected>;   // [band's splats]
+@group(0) @binding(2) var<storage, read> isect_ids: array<u32>;        // [band's M] tile-sorted
 @group(0) @binding(3) var<storage, read> ranges: array<vec2<u32>>;     // [tiles + 1]
 @group(0) @binding(4) var<storage, read> final_t: array<f32>;          // [H, W]
 @group(0) @binding(5) var<storage, read> last_entry: array<u32>;       // [H, W]
 @group(0) @binding(6) var<storage, read> v_image: array<vec4<f32>>;    // [H, W] dL/d(rgb, alpha)
-@group(0) @binding(7) var<storage, read> splat_of: array<u32>;         // [M]
-@group(0) @binding(8) var<storage, read_write> partials: array<f32>;   // [M, 9]
+@group(0) @binding(7) var<storage, read> splat_of: array<u32>;         // [band's M]
+@group(0) @binding(8) var<storage, read_write> partials: array<f32>;   // [band's M, 9]
+@group(0) @binding(9) var<storage, read> last_band: array<u32>;        // [H, W]
+// What the bands behind this one left of each pixel's walk: transmittance, and the colour
+// behind per unit transmittance. Read and written only when the frame has several bands.
+@group(0) @binding(10) var<storage, read_write> carry: array<vec4<f32>>; // [H, W]
 
 const BATCH: u32 = 128u;
 const THREADS: u32 = 256u;
@@ -77,15 +76,30 @@ fn backward(gid: vec3<u32>, lid: u32, slot: u32, groups: vec3<u32>, num_groups: 
     let range = ranges[tile];
 
     var t_final = 1.0;
+    // The entries of this band's list the pixel composited: all of them in a band in front of
+    // the band of its last composited splat, up to that one in its band, none behind it.
     var last = 0u;
     var v_rgb = vec3<f32>(0.0);
     var v_alpha_out = 0.0;
+    var t = 1.0;
+    var behind = vec3<f32>(0.0);   // S: colour of what lies behind, per unit transmittance
+    let px = pixel.y * ru.image_size.x + pixel.x;
     if inside {
-        let at = pixel.y * ru.image_size.x + pixel.x;
-        t_final = final_t[at];
-        last = last_entry[at];
-        v_rgb = v_image[at].xyz;
-        v_alpha_out = v_image[at].w;
+        t_final = final_t[px];
+        let band_of_last = last_band[px] & ~SATURATED;
+        if ru.band == band_of_last {
+            last = last_entry[px];
+        } else if ru.band < band_of_last {
+            last = range.y - range.x;
+        }
+        v_rgb = v_image[px].xyz;
+        v_alpha_out = v_image[px].w;
+        t = t_final;
+        if ru.band + 1u < ru.bands {
+            let carried = carry[px];
+            t = carried.x;
+            behind = carried.yzw;
+        }
     }
     if lid == 0u {
         atomicStore(&max_last, 0u);
@@ -102,8 +116,6 @@ fn backward(gid: vec3<u32>, lid: u32, slot: u32, groups: vec3<u32>, num_groups: 
         }
     }
 
-    var t = t_final;
-    var behind = vec3<f32>(0.0);   // S: colour of what lies behind, per unit transmittance
     let bg_dot = dot(ru.background.xyz, v_rgb);
     let slots = THREADS / num_groups;
 
@@ -179,5 +191,9 @@ fn backward(gid: vec3<u32>, lid: u32, slot: u32, groups: vec3<u32>, num_groups: 
             run_end = run_start;
         }
         batch_end = batch_start;
+    }
+    // The walk goes on in the band in front.
+    if inside && ru.bands > 1u && ru.band > 0u {
+        carry[px] = vec4<f32>(t, behind);
     }
 }

@@ -1,22 +1,21 @@
-// Rasterization, forward: one workgroup per 16×16 tile, one thread per pixel. The tile's
-// splats (front to back) are loaded in batches of 256 into workgroup memory and composited
-// with the thresholds of MATH.md (a pixel takes a splat where σ ≤ its sigma_cut). Per pixel, the final transmittance and the number of list
-// entries up to the last composited splat are kept for the backward pass.
-
-struct RasterUniform {
-    image_size: vec2<u32>,
-    tiles: vec2<u32>,
-    background: vec4<f32>,
-}
+// Rasterization, forward, of one depth band (renderer.rs): one workgroup per 16×16 tile, one
+// thread per pixel. The tile's splats of the band (front to back) are loaded in batches of 256
+// into workgroup memory and composited with the thresholds of MATH.md (a pixel takes a splat
+// where σ ≤ its sigma_cut). The bands go front to back; a pixel's colour, transmittance and
+// whether it is saturated carry from one to the next in `image`, `final_t` and `last_band`,
+// and the last band puts the result over the background. Per pixel, the final transmittance,
+// the band of the last composited splat and its place in that band's tile list (+ 1) are
+// kept for the backward pass. With one band this is the whole frame at once.
 
 @group(0) @binding(0) var<storage, read> ru: RasterUniform;
-@group(0) @binding(1) var<storage, read> projected: array<Projected>;   // [N]
-@group(0) @binding(2) var<storage, read> isect_ids: array<u32>;        // [M] tile-sorted
-@group(0) @binding(3) var<storage, read> ranges: array<vec2<u32>>;     // [tiles]
+@group(0) @binding(1) var<storage, read> projected: array<Projected>;   // [band's splats]
+@group(0) @binding(2) var<storage, read> isect_ids: array<u32>;        // [band's M] tile-sorted
+@group(0) @binding(3) var<storage, read> ranges: array<vec2<u32>>;     // [tiles + 1]
 @group(0) @binding(4) var<storage, read_write> image: array<vec4<f32>>;      // [H, W] rgb + alpha
 @group(0) @binding(5) var<storage, read_write> final_t: array<f32>;          // [H, W]
 @group(0) @binding(6) var<storage, read_write> last_entry: array<u32>;       // [H, W]
-@group(0) @binding(7) var<storage, read> splat_of: array<u32>;               // [M]
+@group(0) @binding(7) var<storage, read> splat_of: array<u32>;               // [band's M]
+@group(0) @binding(8) var<storage, read_write> last_band: array<u32>;        // [H, W]
 
 const BATCH: u32 = 256u;
 
@@ -46,6 +45,13 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid
     var color = vec3<f32>(0.0);
     var done = !inside;
     var last = 0u;
+    if inside && ru.band > 0u {
+        // What the bands in front left.
+        let at = pixel.y * ru.image_size.x + pixel.x;
+        t = final_t[at];
+        color = image[at].xyz;
+        done = (last_band[at] & SATURATED) != 0u;
+    }
     if lid == 0u {
         atomicStore(&done_count, 0u);
     }
@@ -94,8 +100,25 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_id) lid
 
     if inside {
         let at = pixel.y * ru.image_size.x + pixel.x;
-        image[at] = vec4<f32>(color + t * ru.background.xyz, 1.0 - t);
+        if ru.band + 1u == ru.bands {
+            image[at] = vec4<f32>(color + t * ru.background.xyz, 1.0 - t);
+        } else {
+            image[at] = vec4<f32>(color, 0.0);
+        }
         final_t[at] = t;
-        last_entry[at] = last;
+        // The band of the last composited splat and its place in that band's list: this
+        // band's when it composited one, else what the bands in front left (none: band 0,
+        // place 0).
+        var state = 0u;
+        if ru.band > 0u {
+            state = last_band[at];
+        }
+        if ru.band == 0u || last > 0u {
+            last_entry[at] = last;
+        }
+        if last > 0u {
+            state = (state & SATURATED) | ru.band;
+        }
+        last_band[at] = state | select(0u, SATURATED, done);
     }
 }

@@ -193,6 +193,22 @@ fn project(i: u32) -> Projection {
     return out;
 }
 
+// What the rasterizer reads of splat i: its projection, its colour clamped at zero. A splat
+// the projection culled gets a negative cut (composited nowhere, touching no tile).
+fn projected_of(i: u32, pr: Projection) -> Projected {
+    var out: Projected;
+    out.sigma_cut = -1.0;
+    if pr.visible {
+        out.mean2d = pr.mean2d;
+        out.opacity = pr.opacity;
+        out.sigma_cut = pr.cut;
+        out.conic = pr.conic;
+        out.depth = pr.p_cam.z;
+        out.color = max(sh_color(i, pr.dir), vec3<f32>(0.0));
+    }
+    return out;
+}
+
 // SH colour before the clamp at zero (e + 0.5).
 fn sh_color(i: u32, dir: vec3<f32>) -> vec3<f32> {
     let count = (u.sh_degree + 1u) * (u.sh_degree + 1u);
