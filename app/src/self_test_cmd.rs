@@ -3,10 +3,8 @@
 //! check does.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context as _;
-use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::render::GpuContext;
 use splatforge::gui::sample;
 
@@ -17,7 +15,7 @@ pub struct SelfTestArgs {
 
 pub fn run(args: &SelfTestArgs) -> anyhow::Result<()> {
     let ctx = pollster::block_on(GpuContext::new_headless())?;
-    let sample = load_sample()?;
+    let sample = sample::load_dataset()?;
     let budget = args.memory_budget.unwrap_or_else(|| splat_trainer::memory::default_budget(&ctx));
     eprintln!("self-test on {} (about a minute)…", ctx.adapter_info.name);
     let options = splat_trainer::self_test::Options { memory_budget: budget, profile: true };
@@ -32,11 +30,4 @@ pub fn run(args: &SelfTestArgs) -> anyhow::Result<()> {
     let failed: Vec<&str> = report.checks.iter().filter(|c| !c.passed).map(|c| c.name).collect();
     anyhow::ensure!(failed.is_empty(), "self-test failed: {}", failed.join(", "));
     Ok(())
-}
-
-/// The built-in sample scene's dataset (written to the data folder if it is not there yet).
-pub fn load_sample() -> anyhow::Result<Arc<splat_trainer::dataset::Dataset>> {
-    let path = sample::ensure_on_disk(&sample::data_dir())
-        .context("cannot write the sample scene to the data folder")?;
-    Ok(Arc::new(load_dataset(&path, &LoadOptions::default())?))
 }

@@ -184,13 +184,16 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
             Event::RunFailed { message, kept, .. } => {
                 // The last good step's splats where the task kept them, as a finished run's
                 // would be written; the exit status still says the run failed.
-                if kept.is_some() {
-                    for extension in &args.export {
+                if kept.is_some() && !args.export.is_empty() {
+                    let written = args.export.iter().try_for_each(|extension| {
                         let path = out.join(format!("splats.{extension}"));
                         task.send(Command::Export { path })?;
-                        wait_for_export(task)?;
+                        wait_for_export(task).map(|_| ())
+                    });
+                    match written {
+                        Ok(()) => bail!("{message} (written to {})", out.display()),
+                        Err(e) => bail!("{message} (writing them failed: {e:#})"),
                     }
-                    bail!("{message} (written to {})", out.display());
                 }
                 bail!("{message}");
             }

@@ -13,7 +13,7 @@ const WANTED_FEATURES: wgpu::Features =
     wgpu::Features::SUBGROUP.union(wgpu::Features::TIMESTAMP_QUERY);
 
 /// What the project's kernels need of a device beyond what every WebGPU device offers
-/// (`trainer/tests/kernel_needs.rs` reads it off every kernel with naga and checks these).
+/// (`trainer/tests/kernel_needs.rs` reads each of these off every kernel with naga).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelNeeds {
     /// Storage buffers one entry point binds, at most (the projection's backward pass).
@@ -72,6 +72,20 @@ pub enum Limit {
     StorageBinding,
 }
 
+impl Limit {
+    /// The most bytes one buffer that a kernel binds whole may hold on a device with
+    /// `limits`, and which limit that is: the storage binding limit (wgpu caps it at 2 GiB − 1
+    /// on Vulkan and DX12; lavapipe has 128 MiB) or, where that is larger, the buffer limit.
+    #[must_use]
+    pub fn whole_binding(limits: &wgpu::Limits) -> (u64, Self) {
+        if limits.max_storage_buffer_binding_size <= limits.max_buffer_size {
+            (limits.max_storage_buffer_binding_size, Self::StorageBinding)
+        } else {
+            (limits.max_buffer_size, Self::Buffer)
+        }
+    }
+}
+
 impl std::fmt::Display for Limit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -100,11 +114,11 @@ pub enum GpuError {
     Unsupported { adapter: String, lacks: String },
     #[error(
         "'{label}': {} is more than this GPU allows in one {which} ({})",
-        crate::human_bytes(*bytes),
-        crate::human_bytes(*limit)
+        sizes_apart(*bytes, *limit).0,
+        sizes_apart(*bytes, *limit).1
     )]
     TooLarge { label: String, bytes: u64, limit: u64, which: Limit },
-    #[error("'{label}': {count} is more than a GPU index counts (4,294,967,295)")]
+    #[error("'{label}': {count} is more than 4,294,967,295, the most a GPU index (u32) holds")]
     TooMany { label: String, count: u64 },
     #[error(
         "'{label}': the GPU is out of memory{}",
@@ -273,17 +287,10 @@ impl GpuContext {
         self.lost.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// The most bytes one buffer that a kernel binds whole may hold on this device, and which
-    /// limit that is: the storage binding limit (wgpu caps it at 2 GiB − 1 on Vulkan and DX12;
-    /// lavapipe has 128 MiB) or, where that is larger, the buffer limit.
+    /// [`Limit::whole_binding`] of this device.
     #[must_use]
     pub fn whole_binding_limit(&self) -> (u64, Limit) {
-        let limits = self.device.limits();
-        if limits.max_storage_buffer_binding_size <= limits.max_buffer_size {
-            (limits.max_storage_buffer_binding_size, Limit::StorageBinding)
-        } else {
-            (limits.max_buffer_size, Limit::Buffer)
-        }
+        Limit::whole_binding(&self.device.limits())
     }
 
     /// An error unless `bytes` fit one buffer that a kernel binds whole
@@ -469,6 +476,13 @@ impl GpuContext {
         }
         Ok(resource)
     }
+}
+
+/// Two sizes for a person, in bytes where their rounded forms would read the same
+/// ("128 MiB … (128 MiB)").
+fn sizes_apart(a: u64, b: u64) -> (String, String) {
+    let (x, y) = (crate::human_bytes(a), crate::human_bytes(b));
+    if x == y { (format!("{a} bytes"), format!("{b} bytes")) } else { (x, y) }
 }
 
 /// An adapter as a user would name it: `NVIDIA GeForce RTX 4090, Vulkan`.

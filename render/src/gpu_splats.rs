@@ -486,6 +486,24 @@ impl SplatGradients {
             )?,
         })
     }
+
+    /// Every gradient read back (blocking), in f32: means, log-scales, quaternions,
+    /// opacities, each SH band up to `sh_degree`, and the densification statistics. For
+    /// tests and the self-test.
+    pub fn read_all(&self, ctx: &GpuContext, sh_degree: u32) -> Result<Vec<Vec<f32>>, GpuError> {
+        let n = self.count as usize;
+        let mut groups = vec![
+            read_f32(ctx, &self.v_means, n * 3)?,
+            read_f32(ctx, &self.v_log_scales, n * 3)?,
+            read_f32(ctx, &self.v_quats, n * 4)?,
+            read_f32(ctx, &self.v_opacities, n)?,
+        ];
+        for (band, buffer) in self.v_sh.iter().enumerate().take(sh_degree as usize + 1) {
+            groups.push(read_f32(ctx, buffer, n * (2 * band + 1) * 3)?);
+        }
+        groups.push(read_f32(ctx, &self.densify, n * 3)?);
+        Ok(groups)
+    }
 }
 
 /// Reads `floats` f32 values from the start of a buffer (which needs `COPY_SRC`). Blocks.

@@ -132,7 +132,10 @@ impl Renderer {
     /// error scopes: a pipeline the device cannot build is an error here, in words, not a
     /// failure at the first frame.
     pub fn new(ctx: &GpuContext) -> Result<Self, GpuError> {
-        let reduction = if ctx.device.features().contains(wgpu::Features::SUBGROUP) {
+        // The subgroup path makes its tree for widths 4 to 128 (what WGSL allows).
+        let info = &ctx.adapter_info;
+        let widths = info.subgroup_min_size >= 4 && info.subgroup_max_size <= 128;
+        let reduction = if ctx.device.features().contains(wgpu::Features::SUBGROUP) && widths {
             Reduction::Subgroup
         } else {
             Reduction::PORTABLE
@@ -153,6 +156,14 @@ impl Renderer {
         reduction: Reduction,
         limits: DispatchLimits,
     ) -> Result<Self, GpuError> {
+        if let Reduction::Portable { lanes } = reduction
+            && ![4, 8, 16, 32, 64].contains(&lanes)
+        {
+            return Err(GpuError::Validation {
+                label: "the rasterizer's pipelines".into(),
+                message: format!("{lanes} portable lanes: 4, 8, 16, 32 or 64"),
+            });
+        }
         ctx.checked("the rasterizer's pipelines", || {
             Ok(Self {
                 project_forward: pipeline(ctx, Kernel::ProjectForward, "main"),

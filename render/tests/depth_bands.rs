@@ -7,7 +7,6 @@
 
 use glam::Mat4;
 use splat_formats::{Loaded, Splats, load_file, sh_coeffs_for_degree};
-use splat_render::gpu_splats::read_f32;
 use splat_render::{
     Camera, Category, FrameScratch, GpuContext, GpuSplats, HeadlessOptions, Owner, RenderSettings,
     Renderer, SplatGradients, wgpu,
@@ -87,22 +86,11 @@ fn render(
         )
         .unwrap();
     renderer.backward(ctx, &params, &mut scratch, &v_buffer, &grads).unwrap();
-    let n = splats.len();
-    let mut buffers = vec![
-        (&grads.v_means, n * 3),
-        (&grads.v_log_scales, n * 3),
-        (&grads.v_quats, n * 4),
-        (&grads.v_opacities, n),
-        (&grads.densify, n * 3),
-    ];
-    for (band, v) in grads.v_sh.iter().enumerate() {
-        if band as u32 <= splats.sh_degree {
-            buffers.push((v, n * [1, 3, 5, 7][band] * 3));
-        }
-    }
-    let gradients = buffers
-        .into_iter()
-        .map(|(b, k)| read_f32(ctx, b, k).unwrap().iter().map(|v| v.to_bits()).collect())
+    let gradients = grads
+        .read_all(ctx, splats.sh_degree)
+        .unwrap()
+        .iter()
+        .map(|g| g.iter().map(|v| v.to_bits()).collect())
         .collect();
     assert!(ctx.take_uncaptured_errors().is_empty());
     (image, gradients, scratch.bands())

@@ -327,8 +327,9 @@ impl MemoryModel {
     }
 
     /// How a run of up to `max_splats` splats on `dataset` fits a memory budget: its
-    /// shape, where its images live and its splat cap (at most `max_splats`, at least 1),
-    /// under the budget and, when given, the device's binding limits. The images stay on the
+    /// shape, where its images live and its splat cap (at most `max_splats`, at least 1
+    /// unless the device's binding limits, when given, cannot hold one splat's run at all),
+    /// under the budget and the limits. The images stay on the
     /// GPU unless that would lower the cap: splats come first.
     #[must_use]
     pub fn plan_run(
@@ -349,19 +350,16 @@ impl MemoryModel {
             if let Some(limits) = limits {
                 let (by_binding, buffer) = self.binding_cap(limits, shape);
                 if clamp(by_binding) < fit.0 {
-                    let (limit, which) =
-                        if limits.max_storage_buffer_binding_size <= limits.max_buffer_size {
-                            (
-                                limits.max_storage_buffer_binding_size,
-                                splat_render::Limit::StorageBinding,
-                            )
-                        } else {
-                            (limits.max_buffer_size, splat_render::Limit::Buffer)
-                        };
+                    let (limit, which) = splat_render::Limit::whole_binding(limits);
                     fit = (clamp(by_binding), Cap::Binding { buffer, limit, which });
                 }
             }
-            (fit.0.max(1), fit.1)
+            // At least one splat, unless the device cannot hold even one (its images'
+            // buffers pass a binding): 0 then, and the run cannot start.
+            match fit {
+                (0, Cap::Binding { .. }) => fit,
+                (n, cap) => (n.max(1), cap),
+            }
         };
         let resident = RunShape::for_dataset(dataset, u64::from(max_splats), sh_degree)
             .with_precision(sh_precision);
@@ -411,7 +409,7 @@ impl MemoryModel {
     /// splats, whatever the budget.
     #[must_use]
     pub fn binding_cap(&self, limits: &wgpu::Limits, shape: &RunShape) -> (u64, &'static str) {
-        let binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        let (binding, _) = splat_render::Limit::whole_binding(limits);
         let d = shape.sh_degree.min(3) as usize;
         let param_floats = u64::from(VALUES_PER_SPLAT[..=4 + d].iter().copied().max().unwrap_or(0));
         let pixels = u64::from(shape.width) * u64::from(shape.height);

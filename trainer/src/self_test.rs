@@ -28,7 +28,7 @@ use splat_formats::Splats;
 use splat_render::kernels::Reduction;
 use splat_render::{
     Camera, Category, FrameScratch, GpuContext, GpuError, GpuSplats, Owner, RenderSettings,
-    Renderer, ShPrecision, SplatGradients, gpu_splats::read_f32, human_bytes, reference, wgpu,
+    Renderer, ShPrecision, SplatGradients, human_bytes, reference, wgpu,
 };
 
 use crate::dataset::Dataset;
@@ -37,7 +37,9 @@ use crate::init::splats_from_points;
 use crate::loss::LossWeights;
 use crate::memory::{MemoryModel, RunShape};
 use crate::sample_scene;
-use crate::train::{LearningRates, RunSnapshot, TrainConfig, Trainer, Transparency};
+use crate::train::{
+    ImagePlacement, LearningRates, RunSnapshot, TrainConfig, TrainKernels, Trainer, Transparency,
+};
 
 /// Largest error of one image channel against the reference.
 const PIXEL_TOLERANCE: f64 = 2e-3;
@@ -330,20 +332,7 @@ fn gradients(
         owner,
     )?;
     renderer.backward(ctx, &params, &mut scratch, &v_image, &grads)?;
-    let n = splats.len();
-    let mut out = vec![
-        read_f32(ctx, &grads.v_means, n * 3)?,
-        read_f32(ctx, &grads.v_log_scales, n * 3)?,
-        read_f32(ctx, &grads.v_quats, n * 4)?,
-        read_f32(ctx, &grads.v_opacities, n)?,
-    ];
-    for (band, buffer) in grads.v_sh.iter().enumerate() {
-        if band as u32 <= splats.sh_degree {
-            out.push(read_f32(ctx, buffer, n * [1, 3, 5, 7][band] * 3)?);
-        }
-    }
-    out.push(read_f32(ctx, &grads.densify, n * 3)?);
-    Ok(out)
+    grads.read_all(ctx, splats.sh_degree)
 }
 
 fn check_backward(
@@ -507,10 +496,11 @@ fn check_training(
         transparency: Transparency::default(),
     };
     let profiled = profile && ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+    let kernels = Arc::new(TrainKernels::new(ctx)?);
     let started = Instant::now();
-    let (first, profile) = train(ctx, sample, &init, &config, profiled)?;
+    let (first, profile) = train(ctx, &kernels, sample, &init, &config, profiled)?;
     let seconds = started.elapsed().as_secs_f64();
-    let (second, _) = train(ctx, sample, &init, &config, false)?;
+    let (second, _) = train(ctx, &kernels, sample, &init, &config, false)?;
     let differing = snapshot_differences(&first, &second);
     let passes = profile.map(|p| pass_times(&p)).unwrap_or_default();
     let check = Check {
@@ -538,23 +528,39 @@ fn check_training(
 
 fn train(
     ctx: &GpuContext,
+    kernels: &Arc<TrainKernels>,
     dataset: &Arc<Dataset>,
     init: &Splats,
     config: &TrainConfig,
     profile: bool,
 ) -> Result<(RunSnapshot, Option<splat_render::Profile>), GpuError> {
-    let mut trainer = Trainer::new(ctx, Arc::clone(dataset), init, config.clone(), Owner::Shared)?;
-    // The first steps build pipelines and grow buffers: time the rest.
+    let splats = GpuSplats::upload(ctx, init, Owner::Shared)?;
+    let mut trainer = Trainer::start_with(
+        Arc::clone(kernels),
+        ctx,
+        Arc::clone(dataset),
+        splats,
+        config.clone(),
+        ImagePlacement::Resident,
+        Owner::Shared,
+    )?;
+    // The first steps build pipelines and grow buffers: time the rest. The profiler is the
+    // device's: it is finished on every way out, a failed step's too.
     let mut profiling = false;
-    for step in 0..config.steps {
-        if profile && step == 10 {
-            ctx.start_profiling()?;
-            profiling = true;
+    let mut steps = || -> Result<(), GpuError> {
+        for step in 0..config.steps {
+            if profile && step == 10 {
+                ctx.start_profiling()?;
+                profiling = true;
+            }
+            trainer.step()?;
+            while trainer.next_metrics().is_some() {}
         }
-        trainer.step()?;
-        while trainer.next_metrics().is_some() {}
-    }
+        Ok(())
+    };
+    let trained = steps();
     let profile = if profiling { Some(ctx.finish_profiling()?) } else { None };
+    trained?;
     Ok((trainer.snapshot()?, profile))
 }
 

@@ -219,8 +219,6 @@ pub enum TaskError {
     Stopped,
     #[error("could not start the trainer thread: {0}")]
     Spawn(std::io::Error),
-    #[error(transparent)]
-    Gpu(GpuError),
 }
 
 /// Called by the task after each event it sends.
@@ -280,9 +278,6 @@ impl TaskHandle {
                 notify();
             })
         };
-        // The pipelines first, on the caller's thread: a device that cannot build them is an
-        // error of the start, not of the first run.
-        let kernels = Arc::new(TrainKernels::new(&ctx).map_err(TaskError::Gpu)?);
         let (commands, command_rx) = channel(COMMAND_CAPACITY);
         let (event_tx, events) = channel(EVENT_CAPACITY);
         let viewer = ViewerSlot::default();
@@ -293,7 +288,7 @@ impl TaskHandle {
         let thread = std::thread::Builder::new()
             .name("splat-trainer".into())
             .spawn(move || {
-                runtime.block_on(Task::new(ctx, kernels, command_rx, event_tx, slot, notify).run());
+                runtime.block_on(Task::new(ctx, command_rx, event_tx, slot, notify).run());
             })
             .map_err(TaskError::Spawn)?;
         Ok(Self { commands, events: Mutex::new(events), news, viewer, thread: Some(thread) })
@@ -385,10 +380,12 @@ struct Task {
     /// The splats of a failed run's last good step (step, splats): what Export writes while
     /// there is no run.
     kept: Option<(u32, Splats)>,
-    /// The last checkpoint saved (path, step), named when a failed run keeps nothing else.
-    last_checkpoint: Option<(PathBuf, u32)>,
-    /// Built once, shared by every run.
-    kernels: Arc<TrainKernels>,
+    /// The last checkpoint saved (run, path, step), named when that run fails and keeps
+    /// nothing else.
+    last_checkpoint: Option<(u64, PathBuf, u32)>,
+    /// Built once, on the task's thread, shared by every run; what the device said when it
+    /// could not build them (every start then says it).
+    kernels: Result<Arc<TrainKernels>, String>,
     last_config: Option<TrainConfig>,
     memory_budget: u64,
     next_run: u64,
@@ -398,7 +395,6 @@ struct Task {
 impl Task {
     fn new(
         ctx: GpuContext,
-        kernels: Arc<TrainKernels>,
         commands: Receiver<Command>,
         events: Sender<Event>,
         viewer: ViewerSlot,
@@ -407,7 +403,7 @@ impl Task {
         Self {
             notify,
             viewer,
-            kernels,
+            kernels: TrainKernels::new(&ctx).map(Arc::new).map_err(|e| e.to_string()),
             memory_budget: crate::memory::default_budget(&ctx),
             ctx,
             commands,
@@ -427,6 +423,10 @@ impl Task {
 
     async fn run(mut self) {
         self.emit(Event::State(TaskState::Empty)).await;
+        if let Err(e) = &self.kernels {
+            let message = format!("this GPU cannot build the training pipelines: {e}");
+            self.error(message).await;
+        }
         loop {
             let command = if self.state == TaskState::Training {
                 match self.step_or_command().await {
@@ -682,12 +682,23 @@ impl Task {
             self.warn("load a dataset first").await;
             return;
         };
-        let (config, placement) = self.fit_budget(&dataset, config).await;
+        let kernels = match &self.kernels {
+            Ok(kernels) => Arc::clone(kernels),
+            Err(e) => {
+                self.error(format!(
+                    "cannot start the run: this GPU cannot build the training pipelines: {e}"
+                ))
+                .await;
+                return;
+            }
+        };
+        let Some((config, placement)) = self.fit_budget(&dataset, config).await else {
+            return;
+        };
         let config = &config;
-        // The initial splats' preview (or a failed run's kept splats) goes before the run
-        // allocates (its peak is its own).
+        // The initial splats' preview (or a failed run's kept splats, which stay on the host
+        // until the run has started) goes before the run allocates (its peak is its own).
         self.viewer.set(None);
-        self.kept = None;
         let points = match self.initial_points(&dataset, config.max_splats, config.seed) {
             Ok(points) => points,
             Err(e) => {
@@ -704,7 +715,7 @@ impl Task {
                 .and_then(|splats| {
                     drop(points);
                     Trainer::start_with(
-                        Arc::clone(&self.kernels),
+                        kernels,
                         &self.ctx,
                         dataset,
                         splats,
@@ -715,6 +726,7 @@ impl Task {
                 });
         match started {
             Ok(trainer) => {
+                self.kept = None;
                 self.emit(Event::RunStarted {
                     run: self.next_run - 1,
                     splats: trainer.splat_count(),
@@ -743,7 +755,7 @@ impl Task {
         &mut self,
         dataset: &Dataset,
         config: &TrainConfig,
-    ) -> (TrainConfig, ImagePlacement) {
+    ) -> Option<(TrainConfig, ImagePlacement)> {
         let model = MemoryModel::default();
         let limits = self.ctx.device.limits();
         let RunPlan { shape, placement, max_splats, cap } = model.plan_run(
@@ -772,6 +784,15 @@ impl Task {
                 ))
                 .await;
             }
+            Cap::Binding { buffer, limit, which } if max_splats == 0 => {
+                self.error(format!(
+                    "cannot start the run: {buffer} would pass what this GPU allows in one \
+                     {which} ({}) even for one splat; try smaller images (--max-resolution)",
+                    human_bytes(limit)
+                ))
+                .await;
+                return None;
+            }
             Cap::Binding { buffer, limit, which } => {
                 let by_budget = model.max_splats_for_budget(self.memory_budget, &shape);
                 self.warn(format!(
@@ -798,7 +819,7 @@ impl Task {
             images: placement,
         })
         .await;
-        (config, placement)
+        Some((config, placement))
     }
 
     async fn resume(&mut self) {
@@ -898,10 +919,7 @@ impl Task {
     /// try, free the run (its ledger owner back to zero, checked) and stay usable.
     async fn fail_run(&mut self, during: &str, error: &GpuError) {
         let Some(trainer) = self.trainer.as_ref() else { return };
-        let run = match trainer.owner() {
-            Owner::Run(id) => id,
-            _ => 0,
-        };
+        let run = run_id(trainer.owner());
         let step = trainer.step_count();
         let lost = self.ctx.lost();
         // The run's own parameters (a failed step changes none of them before its submit);
@@ -919,6 +937,8 @@ impl Task {
             drop(copy);
             kept
         };
+        // A loss can show first in those read-backs.
+        let lost = lost.or_else(|| self.ctx.lost());
         let what = match &lost {
             Some(why) => format!(
                 "the GPU device was lost ({why}): the driver reset it or the GPU hung; restart \
@@ -926,11 +946,12 @@ impl Task {
             ),
             None => format!("{during} failed: {error}{}", advice(error)),
         };
-        let what_is_kept = match (&kept, &self.last_checkpoint) {
+        let checkpoint = self.last_checkpoint.as_ref().filter(|(of, ..)| *of == run);
+        let what_is_kept = match (&kept, checkpoint) {
             (Some((kept_step, _)), _) => {
                 format!("The splats of step {kept_step} are kept: export them to save them")
             }
-            (None, Some((path, saved))) => {
+            (None, Some((_, path, saved))) => {
                 format!("The last checkpoint is kept: {} (step {saved})", path.display())
             }
             (None, None) => "Nothing of the run could be kept".to_string(),
@@ -961,10 +982,7 @@ impl Task {
     async fn refresh_viewer(&mut self) {
         let Some(trainer) = self.trainer.as_ref() else { return };
         let Some(source) = trainer.gpu_splats() else { return };
-        let run = match trainer.owner() {
-            Owner::Run(id) => id,
-            _ => 0,
-        };
+        let run = run_id(trainer.owner());
         let step = trainer.step_count();
         let mut current = self.viewer.take();
         let reused =
@@ -1047,6 +1065,7 @@ impl Task {
             self.warn("nothing to checkpoint: no run").await;
             return;
         };
+        let run = run_id(trainer.owner());
         let result = match create_parent(path) {
             Ok(()) => trainer.snapshot_async().await.map_err(|e| e.to_string()),
             Err(e) => Err(e),
@@ -1055,11 +1074,11 @@ impl Task {
             let step = snapshot.step;
             let checkpoint =
                 Checkpoint { snapshot, dataset: checkpoint::dataset_identity(dataset) };
-            checkpoint::save(path, &checkpoint).map(|()| step).map_err(|e| e.to_string())
+            checkpoint::save(path, &checkpoint).map(|()| (run, step)).map_err(|e| e.to_string())
         });
         match result {
-            Ok(step) => {
-                self.last_checkpoint = Some((path.to_path_buf(), step));
+            Ok((run, step)) => {
+                self.last_checkpoint = Some((run, path.to_path_buf(), step));
                 self.emit(Event::CheckpointSaved(path.to_path_buf())).await;
             }
             Err(e) => self.error(format!("saving the checkpoint failed: {e}")).await,
@@ -1113,8 +1132,15 @@ impl Task {
                 Some(&self.ctx.device.limits()),
             )
             .placement;
+        let kernels = match &self.kernels {
+            Ok(kernels) => Arc::clone(kernels),
+            Err(e) => {
+                self.error(format!("cannot continue the checkpoint: this GPU cannot build the training pipelines: {e}")).await;
+                return;
+            }
+        };
         match Trainer::from_snapshot_with(
-            Arc::clone(&self.kernels),
+            kernels,
             &self.ctx,
             dataset,
             checkpoint.snapshot,
@@ -1215,5 +1241,13 @@ fn advice(error: &GpuError) -> &'static str {
             "; try a lower splat cap or smaller images"
         }
         _ => "; the self-test tells whether this GPU computes right",
+    }
+}
+
+/// A run's number (0 for the preview of a dataset's initial splats).
+fn run_id(owner: Owner) -> u64 {
+    match owner {
+        Owner::Run(id) => id,
+        _ => 0,
     }
 }

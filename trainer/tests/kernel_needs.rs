@@ -18,8 +18,9 @@ fn all_sources() -> Vec<(String, String)> {
     all
 }
 
-/// (storage buffers, workgroup bytes) of each entry point of `source`.
-fn entry_needs(label: &str, source: &str) -> Vec<(String, u32, u32)> {
+/// (storage buffers, workgroup bytes, invocations in a workgroup) of each entry point of
+/// `source`.
+fn entry_needs(label: &str, source: &str) -> Vec<(String, u32, u32, u32)> {
     let module = naga::front::wgsl::parse_str(source)
         .unwrap_or_else(|e| panic!("{label}: {}", e.emit_to_string(source)));
     let info = naga::valid::Validator::new(
@@ -48,14 +49,15 @@ fn entry_needs(label: &str, source: &str) -> Vec<(String, u32, u32)> {
                     _ => {}
                 }
             }
-            (format!("{label}: {}", entry.name), storage, workgroup)
+            let invocations = entry.workgroup_size.iter().product();
+            (format!("{label}: {}", entry.name), storage, workgroup, invocations)
         })
         .collect()
 }
 
 #[test]
 fn the_start_up_check_asks_what_the_kernels_need() {
-    let needs: Vec<(String, u32, u32)> =
+    let needs: Vec<(String, u32, u32, u32)> =
         all_sources().iter().flat_map(|(label, source)| entry_needs(label, source)).collect();
     assert!(needs.len() > 20, "found only {} entry points", needs.len());
     let most_storage = needs.iter().max_by_key(|n| n.1).unwrap();
@@ -64,7 +66,9 @@ fn the_start_up_check_asks_what_the_kernels_need() {
         "most storage buffers: {} ({}); most workgroup memory: {} bytes ({})",
         most_storage.1, most_storage.0, most_workgroup.2, most_workgroup.0
     );
+    let most_invocations = needs.iter().max_by_key(|n| n.3).unwrap();
     let checked = splat_render::KERNEL_NEEDS;
     assert_eq!(checked.storage_buffers_per_stage, most_storage.1, "{}", most_storage.0);
     assert_eq!(checked.workgroup_storage_bytes, most_workgroup.2, "{}", most_workgroup.0);
+    assert_eq!(checked.invocations_per_workgroup, most_invocations.3, "{}", most_invocations.0);
 }

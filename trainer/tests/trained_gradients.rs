@@ -2,7 +2,7 @@
 //! after 200 steps at 16 px (one refinement: clones, split children), where every pixel of
 //! the one-tile views composites hundreds of splats. The rasterizer's own tests use random
 //! and trained scenes; this is the state in which a miscompiled tile sum (loops in both the
-//! lane and the group sums, on lavapipe) once showed, 18% off the reference, with every
+//! lane and the group sums, on lavapipe) once showed, up to 25% off the reference, with every
 //! render test passing. Every reduction is checked.
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use splat_render::kernels::Reduction;
 use splat_render::{
     Category, FrameScratch, GpuContext, GpuSplats, Owner, RenderSettings, Renderer, ShPrecision,
-    SplatGradients, gpu_splats::read_f32, reference, wgpu,
+    SplatGradients, reference, wgpu,
 };
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
@@ -88,13 +88,13 @@ fn gradients_of_a_trained_state_match_the_reference() {
                 )
                 .unwrap();
             renderer.backward(&ctx, &params, &mut scratch, &v_buffer, &grads).unwrap();
-            for (what, buffer, expected) in [
-                ("means", &grads.v_means, want.v_means.as_flattened()),
-                ("log-scales", &grads.v_log_scales, want.v_log_scales.as_flattened()),
-                ("rotations", &grads.v_quats, want.v_rotations.as_flattened()),
-                ("opacities", &grads.v_opacities, &want.v_opacity_logits[..]),
+            let groups = grads.read_all(&ctx, splats.sh_degree).unwrap();
+            for (what, got, expected) in [
+                ("means", &groups[0], want.v_means.as_flattened()),
+                ("log-scales", &groups[1], want.v_log_scales.as_flattened()),
+                ("rotations", &groups[2], want.v_rotations.as_flattened()),
+                ("opacities", &groups[3], &want.v_opacity_logits[..]),
             ] {
-                let got = read_f32(&ctx, buffer, expected.len()).unwrap();
                 let diff: f64 = got
                     .iter()
                     .zip(expected)

@@ -424,6 +424,8 @@ impl SplatApp {
         self.ground_truth = None;
         self.view_mode = ViewMode::Free;
         self.init = None;
+        // The task lets a failed run's kept splats go with the old dataset.
+        self.kept = None;
         self.loading = Some(path.clone());
         self.info(format!("Loading {}", path.display()));
         self.send(Command::LoadDataset { path, options: self.settings.load_options() });
@@ -545,12 +547,13 @@ impl SplatApp {
         if self.self_test.as_ref().is_some_and(SelfTestWindow::is_running) {
             return;
         }
-        let budget = self.settings.memory_budget_mib << 20;
-        // The profiler is the device's: time the passes only when no run trains beside it.
-        let profile = self.task_state != TaskState::Training;
-        match SelfTestWindow::start(self.gpu.clone(), budget, profile, ctx.clone()) {
+        match SelfTestWindow::start(self.gpu.clone(), self.settings.budget_bytes(), ctx.clone()) {
             Ok(window) => {
-                self.info("Self-test started (about a minute; training goes on meanwhile).");
+                self.info(if self.task_state == TaskState::Training {
+                    "Self-test started (about a minute; training goes on meanwhile)."
+                } else {
+                    "Self-test started (about a minute)."
+                });
                 self.self_test = Some(window);
             }
             Err(e) => self.error(format!("cannot start the self-test: {e}")),

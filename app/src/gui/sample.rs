@@ -21,6 +21,16 @@ pub fn data_dir() -> PathBuf {
     base.join("splatforge")
 }
 
+/// The sample scene's dataset, loaded from the data folder (written there first if it is not
+/// there yet): what the self-test trains on.
+pub fn load_dataset() -> anyhow::Result<std::sync::Arc<splat_trainer::dataset::Dataset>> {
+    use anyhow::Context as _;
+    let path =
+        ensure_on_disk(&data_dir()).context("cannot write the sample scene to the data folder")?;
+    let options = splat_trainer::dataset::LoadOptions::default();
+    Ok(std::sync::Arc::new(splat_trainer::dataset::load_dataset(&path, &options)?))
+}
+
 /// Writes the sample scene into `dir` unless an identical copy is there; returns its path.
 pub fn ensure_on_disk(dir: &Path) -> std::io::Result<PathBuf> {
     let path = dir.join(FILE_NAME);

@@ -5,7 +5,6 @@
 use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
 use std::time::Instant;
 
-use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::render::GpuContext;
 use splat_trainer::self_test::SelfTestReport;
 
@@ -30,17 +29,16 @@ pub(super) struct SelfTestWindow {
 }
 
 impl SelfTestWindow {
-    /// Starts the self-test on `gpu`. `profile`: time a training step's passes (the profiler
-    /// is the device's, so only when no run of the window is training beside it).
+    /// Starts the self-test on `gpu`. Without per-pass times: the profiler is the device's,
+    /// and the window's trainer and viewer use it too (`splatforge self-test` has them).
     pub(super) fn start(
         gpu: GpuContext,
         budget: u64,
-        profile: bool,
         repaint: egui::Context,
     ) -> std::io::Result<Self> {
         let (tx, rx) = sync_channel(1);
         std::thread::Builder::new().name("splat-self-test".into()).spawn(move || {
-            let result = run(&gpu, budget, profile);
+            let result = run(&gpu, budget);
             let _ = tx.send(result);
             repaint.request_repaint();
         })?;
@@ -83,9 +81,12 @@ impl SelfTestWindow {
         }
         let mut action = Action::None;
         let mut open = self.open;
-        egui::Window::new("Self-test").open(&mut open).resizable(true).show(ctx, |ui| match &self
-            .state
-        {
+        let mut window = egui::Window::new("Self-test").resizable(true);
+        // No closing while it runs: its report would have nowhere to go.
+        if !self.is_running() {
+            window = window.open(&mut open);
+        }
+        window.show(ctx, |ui| match &self.state {
             State::Running { since, .. } => {
                 ui.horizontal(|ui| {
                     ui.spinner();
@@ -133,12 +134,8 @@ impl SelfTestWindow {
     }
 }
 
-fn run(gpu: &GpuContext, budget: u64, profile: bool) -> Result<SelfTestReport, String> {
-    let path = sample::ensure_on_disk(&sample::data_dir())
-        .map_err(|e| format!("cannot write the sample scene to the data folder: {e}"))?;
-    let dataset = load_dataset(&path, &LoadOptions::default())
-        .map_err(|e| format!("the sample scene: {e}"))?;
-    let options = splat_trainer::self_test::Options { memory_budget: budget, profile };
-    splat_trainer::self_test::run(gpu, &std::sync::Arc::new(dataset), &options)
-        .map_err(|e| e.to_string())
+fn run(gpu: &GpuContext, budget: u64) -> Result<SelfTestReport, String> {
+    let dataset = sample::load_dataset().map_err(|e| format!("{e:#}"))?;
+    let options = splat_trainer::self_test::Options { memory_budget: budget, profile: false };
+    splat_trainer::self_test::run(gpu, &dataset, &options).map_err(|e| e.to_string())
 }

@@ -128,7 +128,7 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
 
     // Antialiasing: comp = sqrt(det(Σ2) / det(Σ2')).
     // Both determinants are positive normal floats here (the projection culled the splat or
-    // made comp 0 otherwise), so neither division can overflow to infinity on its own.
+    // made comp 0 otherwise): neither divisor can be a zero that a flushed subnormal left.
     if u.antialiased != 0u && is_positive_normal(pr.det_orig) {
         let a0 = pr.cov2d.x;
         let b0 = pr.cov2d.y;

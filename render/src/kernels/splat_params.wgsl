@@ -83,8 +83,8 @@ struct Projection {
     t: vec2<f32>,           // clamped tx, ty
     cov2d: vec3<f32>,       // Σ2 before dilation: (a, b, c)
     det_dilated: f32,
-    // det(Σ2) before dilation (antialiased only); comp > 0 exactly when it is a positive
-    // normal float, which is what the backward pass divides by.
+    // det(Σ2) before dilation (antialiased only): what the backward pass divides by, where it
+    // is a positive normal float (comp is 0 where it is not, and the splat culled).
     det_orig: f32,
     comp: f32,
     conic: vec3<f32>,

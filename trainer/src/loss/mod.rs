@@ -316,15 +316,7 @@ impl LossScratch {
         owner: Owner,
     ) -> Result<Self, GpuError> {
         let maps_bytes = pixels * MAPS_BYTES_PER_PIXEL;
-        let binding_limit = ctx.device.limits().max_storage_buffer_binding_size;
-        if maps_bytes > binding_limit {
-            return Err(GpuError::TooLarge {
-                label: "loss derivative maps".into(),
-                bytes: maps_bytes,
-                limit: binding_limit,
-                which: splat_render::Limit::StorageBinding,
-            });
-        }
+        ctx.check_whole_binding("loss derivative maps", maps_bytes)?;
         let partial_bytes = u64::from(tiles) * PARTIAL_BYTES;
         Ok(Self {
             params: ctx.create_buffer(
