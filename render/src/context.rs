@@ -279,12 +279,23 @@ impl GpuContext {
 
     /// Why the device was lost, once it has been (every GPU call fails after that: the app
     /// must be restarted to get a new device). A loss often shows first as a failed read-back,
-    /// before wgpu has called back: this polls the device once (without waiting) so that the
-    /// callback has run.
+    /// before wgpu has called back, which it does once the work in flight is done, from
+    /// whichever thread polls the device (ours or the poller's): this waits for that work (at
+    /// most 2 s: a hung GPU may never finish it), then up to 200 ms for the call. For the
+    /// paths that handle a failure, not for every step.
     #[must_use]
     pub fn lost(&self) -> Option<String> {
-        let _ = self.device.poll(wgpu::PollType::Poll);
-        self.lost.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        let _ = self.device.poll(wgpu::PollType::Wait {
+            submission_index: None,
+            timeout: Some(std::time::Duration::from_secs(2)),
+        });
+        for _ in 0..10 {
+            if let Some(why) = self.lost.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+                return Some(why);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        None
     }
 
     /// [`Limit::whole_binding`] of this device.

@@ -560,6 +560,95 @@ pub async fn read_bytes_async(
     ctx.read_mapped(&staging, padded, |view| view[..bytes as usize].to_vec()).await
 }
 
+/// Bytes of the widest per-splat row a kernel binds: a gradient of SH band 3 (21 f32). The
+/// refinement's plan (32 bytes) and every other parameter, moment and statistic row are
+/// narrower.
+pub const WIDEST_SPLAT_ROW: u64 = VALUES_PER_SPLAT[PARAM_BUFFERS - 1] as u64 * 4;
+
+/// Splats a window starts on a multiple of: 64 splats of any row of whole 32-bit words are
+/// a multiple of 256 bytes, the largest storage offset alignment WebGPU allows.
+const WINDOW_ALIGN: u32 = 64;
+
+/// Splats in one window of a device with `limits`: the most, a multiple of 64, whose widest
+/// row ([`WIDEST_SPLAT_ROW`]) still fits one storage binding (at least 64: WebGPU promises
+/// 128 MiB bindings, 25,000 times what 64 need).
+///
+/// A kernel that reads or writes rows of every splat (parameters, gradients, moments, the
+/// densification statistics, the refinement's plan) is dispatched once a window, each
+/// binding the window's rows at their offset: no binding then grows with the splats, and
+/// a run's splats are capped by the memory budget and by one buffer (`max_buffer_size`),
+/// not by a binding. A window is as large as the binding allows, so on a real GPU (2 GiB
+/// bindings: 25 million splats) every run is one window.
+#[must_use]
+pub fn splat_window(limits: &wgpu::Limits) -> u32 {
+    let (binding, _) = crate::Limit::whole_binding(limits);
+    let splats = (binding / WIDEST_SPLAT_ROW).min(u64::from(u32::MAX));
+    ((splats as u32) / WINDOW_ALIGN * WINDOW_ALIGN).max(WINDOW_ALIGN)
+}
+
+/// The windows of `count` splats, `window` at a time (see [`splat_window`]): none for none.
+pub fn splat_windows(count: u32, window: u32) -> impl Iterator<Item = std::ops::Range<u32>> {
+    let window = window.max(1);
+    (0..count.div_ceil(window))
+        .map(move |k| k * window..(k * window).saturating_add(window).min(count))
+}
+
+/// Rows `splats` of a buffer with `row_bytes` bytes a splat, as a binding; the whole buffer
+/// when its rows are empty (a placeholder band).
+#[must_use]
+pub fn rows_binding<'a>(
+    buffer: &'a wgpu::Buffer,
+    row_bytes: u64,
+    splats: &std::ops::Range<u32>,
+) -> wgpu::BufferBinding<'a> {
+    let size = row_bytes * u64::from(splats.end - splats.start);
+    if size == 0 {
+        return wgpu::BufferBinding { buffer, offset: 0, size: None };
+    }
+    wgpu::BufferBinding {
+        buffer,
+        offset: row_bytes * u64::from(splats.start),
+        size: std::num::NonZeroU64::new(size),
+    }
+}
+
+impl GpuSplats {
+    /// The parameter buffers' rows of `splats` (a window, [`splat_window`]), in the order of
+    /// [`GpuSplats::buffers`].
+    #[must_use]
+    pub fn window(
+        &self,
+        splats: &std::ops::Range<u32>,
+    ) -> [wgpu::BufferBinding<'_>; PARAM_BUFFERS] {
+        let buffers = self.buffers();
+        std::array::from_fn(|b| {
+            let row = u64::from(words_per_splat(b, self.sh_degree, self.sh_precision)) * 4;
+            rows_binding(buffers[b], row, splats)
+        })
+    }
+}
+
+impl SplatGradients {
+    /// The gradient buffers' rows of `splats` (a window, [`splat_window`]) for a scene of SH
+    /// degree `sh_degree`, in the order of [`GpuSplats::buffers`], then the densification
+    /// statistics'.
+    #[must_use]
+    pub fn window(
+        &self,
+        sh_degree: u32,
+        splats: &std::ops::Range<u32>,
+    ) -> [wgpu::BufferBinding<'_>; PARAM_BUFFERS + 1] {
+        let buffers = self.buffers();
+        std::array::from_fn(|b| match buffers.get(b) {
+            Some(buffer) => {
+                let row = u64::from(words_per_splat(b, sh_degree, ShPrecision::F32)) * 4;
+                rows_binding(buffer, row, splats)
+            }
+            None => rows_binding(&self.densify, crate::kernels::DENSIFY_FLOATS * 4, splats),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

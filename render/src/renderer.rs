@@ -22,7 +22,9 @@
 //! few hundred KiB). One band is the common case and costs nothing more; more need the
 //! bands' bounds, found on the GPU after the depth sort, read back (a second wait).
 
-use crate::gpu_splats::{GpuSplats, ShPrecision, SplatGradients, read_f32};
+use crate::gpu_splats::{
+    GpuSplats, ShPrecision, SplatGradients, read_f32, rows_binding, splat_window, splat_windows,
+};
 use crate::kernels::scan::{PrefixScan, ScanScratch};
 use crate::kernels::sort::{RadixSort, SortScratch};
 use crate::kernels::{
@@ -105,6 +107,8 @@ pub struct Renderer {
     rasterize_backward: wgpu::ComputePipeline,
     reduction: Reduction,
     limits: DispatchLimits,
+    /// Splats a kernel binds the rows of at once (`gpu_splats::splat_window`).
+    window: u32,
     scan: PrefixScan,
     sort: RadixSort,
 }
@@ -178,6 +182,7 @@ impl Renderer {
                 rasterize_backward: pipeline(ctx, Kernel::RasterizeBackward(reduction), "main"),
                 reduction,
                 limits,
+                window: splat_window(&ctx.device.limits()),
                 scan: PrefixScan::with_limits(ctx, limits),
                 sort: RadixSort::with_limits(ctx, limits),
             })
@@ -188,6 +193,24 @@ impl Renderer {
     #[must_use]
     pub fn reduction(&self) -> Reduction {
         self.reduction
+    }
+
+    /// Writes `render` into `buffer` once for each window of its splats, each with the
+    /// window's first splat and count (the buffer holds as many: `FrameScratch::ensure`).
+    fn write_window_uniforms(
+        &self,
+        ctx: &GpuContext,
+        buffer: &wgpu::Buffer,
+        render: &RenderUniform,
+    ) {
+        for (w, window) in splat_windows(render.num_splats, self.window).enumerate() {
+            let uniform = RenderUniform {
+                num_splats: window.end - window.start,
+                window_first: window.start,
+                ..*render
+            };
+            ctx.queue.write_buffer(buffer, w as u64 * UNIFORM_STRIDE, bytemuck::bytes_of(&uniform));
+        }
     }
 
     /// Workgroups of 256 for `n` items, folded into 2D past the per-dimension limit. The
@@ -320,7 +343,7 @@ impl Renderer {
         }
         scratch.ensure(ctx, self, n, camera.width * camera.height)?;
         let render = render_uniform(splats, camera, settings, (tiles_x, tiles_y));
-        ctx.queue.write_buffer(&scratch.uniform, 0, bytemuck::bytes_of(&render));
+        self.write_window_uniforms(ctx, &scratch.uniform, &render);
         let intersect = IntersectUniform {
             num_splats: n,
             num_visible: 0,
@@ -414,7 +437,7 @@ impl Renderer {
             };
             ctx.queue.write_buffer(&b.band_uniform, 0, bytemuck::bytes_of(band));
             ctx.queue.write_buffer(&b.raster_uniform, 0, bytemuck::bytes_of(&raster));
-            ctx.queue.write_buffer(&b.render_uniform, 0, bytemuck::bytes_of(&render));
+            self.write_window_uniforms(ctx, &b.render_uniform, &render);
             encoder.clear_buffer(&b.ranges, 0, None);
             self.encode_band(ctx, encoder, splats, scratch, k, band, num_tiles)?;
         }
@@ -439,23 +462,27 @@ impl Renderer {
     ) -> Result<(), GpuError> {
         let b = &scratch.bands[k];
         if band.count > 0 {
-            let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
-            let buffers = [
-                &*b.render_uniform,
-                p0,
-                p1,
-                p2,
-                p3,
-                p4,
-                p5,
-                p6,
-                p7,
-                &b.band_uniform,
-                &scratch.splat_ids,
-                &b.projected,
-            ];
-            let bind = bind_group(ctx, scratch, &self.project_rank, ("project_rank", k), &buffers);
-            dispatch(ctx, encoder, "emit", &self.project_rank, &bind, self.groups(band.count));
+            for (w, window) in splat_windows(splats.count, self.window).enumerate() {
+                let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.window(&window);
+                let buffers = [
+                    uniform_slot(&b.render_uniform, w),
+                    p0,
+                    p1,
+                    p2,
+                    p3,
+                    p4,
+                    p5,
+                    p6,
+                    p7,
+                    b.band_uniform.as_entire_buffer_binding(),
+                    scratch.splat_ids.as_entire_buffer_binding(),
+                    b.projected.as_entire_buffer_binding(),
+                ];
+                let key = ("project_rank", k, w);
+                let bind = bind_group(ctx, scratch, &self.project_rank, key, &buffers);
+                let groups = self.groups(band.count);
+                dispatch(ctx, encoder, "emit", &self.project_rank, &bind, groups);
+            }
             let bind = self.intersect_bind_group(ctx, IntersectStage::Emit, scratch, k);
             dispatch(ctx, encoder, "emit", &self.emit, &bind, self.groups(band.count));
         }
@@ -486,8 +513,8 @@ impl Renderer {
             ctx,
             scratch,
             &self.rasterize_forward,
-            ("rasterize_forward", k),
-            &[
+            ("rasterize_forward", k, 0),
+            &whole([
                 &b.raster_uniform,
                 &b.projected,
                 &b.isect_ids,
@@ -497,7 +524,7 @@ impl Renderer {
                 &scratch.last_entry,
                 &b.splat_of,
                 &scratch.last_band,
-            ],
+            ]),
         );
         dispatch(
             ctx,
@@ -582,10 +609,10 @@ impl Renderer {
         let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("render pass 1"),
         });
-        if n > 0 {
-            let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
+        for (w, window) in splat_windows(n, self.window).enumerate() {
+            let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.window(&window);
             let buffers = [
-                &*scratch.uniform,
+                uniform_slot(&scratch.uniform, w),
                 p0,
                 p1,
                 p2,
@@ -594,14 +621,15 @@ impl Renderer {
                 p5,
                 p6,
                 p7,
-                &scratch.depths,
-                &scratch.tiles_touched,
-                &scratch.counts,
-                &scratch.totals,
+                rows_binding(&scratch.depths, 4, &window),
+                rows_binding(&scratch.tiles_touched, 4, &window),
+                rows_binding(&scratch.counts, 4, &window),
+                scratch.totals.as_entire_buffer_binding(),
             ];
-            let key = ("project_forward", 0);
+            let key = ("project_forward", 0, w);
             let bind = bind_group(ctx, scratch, &self.project_forward, key, &buffers);
-            dispatch(ctx, &mut encoder, "projection", &self.project_forward, &bind, self.groups(n));
+            let groups = self.groups(window.end - window.start);
+            dispatch(ctx, &mut encoder, "projection", &self.project_forward, &bind, groups);
         }
         // Each visible splat's place among them (for the compaction) and their number.
         ctx.profile_stage("scan");
@@ -694,8 +722,8 @@ impl Renderer {
                 ctx,
                 scratch,
                 &self.rasterize_backward,
-                ("rasterize_backward", k),
-                &[
+                ("rasterize_backward", k, 0),
+                &whole([
                     &b.raster_uniform,
                     &b.projected,
                     &b.isect_ids,
@@ -707,7 +735,7 @@ impl Renderer {
                     &b.partials,
                     &scratch.last_band,
                     &scratch.carry,
-                ],
+                ]),
             );
             // One workgroup more than tiles: the sentinel tile's (rasterize_backward.wgsl).
             dispatch(
@@ -719,44 +747,45 @@ impl Renderer {
                 self.limits.grid(tiles_x * tiles_y + 1),
             );
         }
-        if n > 0 {
-            // Each splat's partials from its own band.
-            let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.buffers();
-            let [g0, g1, g2, g3, g4, g5, g6, g7] = grads.buffers();
+        // Each splat's partials from its own band, a window of splats at a time.
+        for (w, window) in splat_windows(n, self.window).enumerate() {
+            let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.window(&window);
+            let [g0, g1, g2, g3, g4, g5, g6, g7, stats] = grads.window(splats.sh_degree, &window);
             for (k, b) in scratch.bands.iter().enumerate().take(plan.len()) {
                 let buffers = [
-                    &*b.render_uniform,
-                    p0,
-                    p1,
-                    p2,
-                    p3,
-                    p4,
-                    p5,
-                    p6,
-                    p7,
-                    &b.partials,
-                    g0,
-                    g1,
-                    g2,
-                    g3,
-                    g4,
-                    g5,
-                    g6,
-                    g7,
-                    &grads.densify,
-                    &scratch.tiles_touched,
-                    &scratch.counts,
-                    &scratch.offsets,
+                    uniform_slot(&b.render_uniform, w),
+                    p0.clone(),
+                    p1.clone(),
+                    p2.clone(),
+                    p3.clone(),
+                    p4.clone(),
+                    p5.clone(),
+                    p6.clone(),
+                    p7.clone(),
+                    b.partials.as_entire_buffer_binding(),
+                    g0.clone(),
+                    g1.clone(),
+                    g2.clone(),
+                    g3.clone(),
+                    g4.clone(),
+                    g5.clone(),
+                    g6.clone(),
+                    g7.clone(),
+                    stats.clone(),
+                    rows_binding(&scratch.tiles_touched, 4, &window),
+                    scratch.counts.as_entire_buffer_binding(),
+                    scratch.offsets.as_entire_buffer_binding(),
                 ];
-                let key = ("project_backward", k);
+                let key = ("project_backward", k, w);
                 let bind = bind_group(ctx, scratch, &self.project_backward, key, &buffers);
+                let groups = self.groups(window.end - window.start);
                 dispatch(
                     ctx,
                     encoder,
                     "projection backward",
                     &self.project_backward,
                     &bind,
-                    self.groups(n),
+                    groups,
                 );
             }
         }
@@ -798,11 +827,12 @@ impl Renderer {
             IntersectStage::TileRanges => (&self.tile_ranges, "tile_ranges", &[6, 8, 12]),
         };
         // The buffers bound, in binding order (no allocation): the cache's key.
-        let mut key = [&*scratch.intersect_uniform; 14];
+        let mut key: [_; 14] =
+            std::array::from_fn(|_| scratch.intersect_uniform.as_entire_buffer_binding());
         for (slot, (_, buffer)) in all.iter().filter(|(b, _)| used.contains(b)).enumerate() {
-            key[slot] = buffer;
+            key[slot] = buffer.as_entire_buffer_binding();
         }
-        scratch.cached_bind_group((label, band), &key[..used.len()], || {
+        scratch.cached_bind_group((label, band, 0), &key[..used.len()], || {
             let entries: Vec<wgpu::BindGroupEntry<'_>> = all
                 .iter()
                 .filter(|(binding, _)| used.contains(binding))
@@ -872,17 +902,46 @@ fn render_uniform(
         band_first: 0,
         band_end: 0,
         band_base: 0,
+        window_first: 0,
+        _pad: [0; 3],
     }
 }
 
+/// Bytes between the copies of a frame's `RenderUniform` in one buffer, one a window of
+/// splats: a storage binding's offset is a multiple of `min_storage_buffer_offset_alignment`,
+/// which is at most 256.
+const UNIFORM_STRIDE: u64 = 256;
+
+/// Bytes of a buffer of `windows` copies of the `RenderUniform`.
+fn window_uniform_bytes(windows: u32) -> u64 {
+    u64::from(windows.max(1) - 1) * UNIFORM_STRIDE + size_of::<RenderUniform>() as u64
+}
+
+/// Copy `w` of the `RenderUniform` in `buffer`, as a binding.
+fn uniform_slot(buffer: &wgpu::Buffer, w: usize) -> wgpu::BufferBinding<'_> {
+    wgpu::BufferBinding {
+        buffer,
+        offset: w as u64 * UNIFORM_STRIDE,
+        size: wgpu::BufferSize::new(size_of::<RenderUniform>() as u64),
+    }
+}
+
+/// `buffers` bound whole.
+fn whole<const N: usize>(buffers: [&wgpu::Buffer; N]) -> [wgpu::BufferBinding<'_>; N] {
+    buffers.map(wgpu::Buffer::as_entire_buffer_binding)
+}
+
+/// A kept bind group's name: its kernel, depth band and window of splats.
+type BindKey = (&'static str, usize, usize);
+
 /// The bind group of `buffers` at bindings 0, 1, … for `pipeline`, made once and kept in
-/// `scratch` (under `key`: the kernel and the band) while the same buffers come back.
+/// `scratch` (under `key`) while the same buffers come back.
 fn bind_group(
     ctx: &GpuContext,
     scratch: &FrameScratch,
     pipeline: &wgpu::ComputePipeline,
-    key: (&'static str, usize),
-    buffers: &[&wgpu::Buffer],
+    key: BindKey,
+    buffers: &[wgpu::BufferBinding<'_>],
 ) -> wgpu::BindGroup {
     scratch.cached_bind_group(key, buffers, || {
         let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
@@ -890,7 +949,7 @@ fn bind_group(
             .enumerate()
             .map(|(i, buffer)| wgpu::BindGroupEntry {
                 binding: i as u32,
-                resource: buffer.as_entire_binding(),
+                resource: wgpu::BindingResource::Buffer(buffer.clone()),
             })
             .collect();
         ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -949,6 +1008,8 @@ struct BegunFrame {
 pub struct FrameScratch {
     owner: Owner,
     splat_capacity: u32,
+    /// Copies of the `RenderUniform` the uniforms hold: one a window of splats.
+    window_capacity: u32,
     pixel_capacity: u32,
     carry_capacity: u32,
     bounds_capacity: u32,
@@ -1002,6 +1063,8 @@ pub struct FrameScratch {
 #[derive(Debug)]
 struct BandScratch {
     splat_capacity: u32,
+    /// Copies of the `RenderUniform` `render_uniform` holds: one a window of splats.
+    window_capacity: u32,
     intersection_capacity: u32,
     partial_capacity: u32,
     tile_capacity: u32,
@@ -1026,8 +1089,8 @@ struct BandScratch {
 /// them).
 #[derive(Debug)]
 struct CachedBindGroup {
-    key: (&'static str, usize),
-    buffers: Vec<wgpu::Buffer>,
+    key: BindKey,
+    buffers: Vec<(wgpu::Buffer, u64, Option<wgpu::BufferSize>)>,
     group: wgpu::BindGroup,
 }
 
@@ -1057,6 +1120,7 @@ impl BandScratch {
     fn new(ctx: &GpuContext, renderer: &Renderer, owner: Owner) -> Result<Self, GpuError> {
         Ok(Self {
             splat_capacity: 0,
+            window_capacity: 1,
             intersection_capacity: 0,
             partial_capacity: 0,
             tile_capacity: 0,
@@ -1091,16 +1155,22 @@ impl BandScratch {
         })
     }
 
-    /// Room for `splats` projected splats and `intersections`, in a frame of `tiles` tiles.
+    /// Room for `splats` projected splats and `intersections`, in a frame of `tiles` tiles
+    /// and `windows` windows of splats.
     fn ensure(
         &mut self,
         ctx: &GpuContext,
         renderer: &Renderer,
         splats: u32,
         intersections: u32,
-        tiles: u32,
+        (tiles, windows): (u32, u32),
         owner: Owner,
     ) -> Result<(), GpuError> {
+        if windows > self.window_capacity {
+            let bytes = window_uniform_bytes(windows);
+            self.render_uniform = scratch_buffer(ctx, "band render uniform", bytes, PARAMS, owner)?;
+            self.window_capacity = windows;
+        }
         if splats > self.splat_capacity {
             let cap = grown(splats);
             let bytes = u64::from(cap) * PROJECTED_BYTES;
@@ -1150,6 +1220,7 @@ impl FrameScratch {
         Ok(Self {
             owner,
             splat_capacity: 0,
+            window_capacity: 1,
             pixel_capacity: 0,
             carry_capacity: 0,
             bounds_capacity: 0,
@@ -1201,22 +1272,24 @@ impl FrameScratch {
     /// leave nothing behind after the next frame).
     fn cached_bind_group(
         &self,
-        key: (&'static str, usize),
-        buffers: &[&wgpu::Buffer],
+        key: BindKey,
+        buffers: &[wgpu::BufferBinding<'_>],
         make: impl FnOnce() -> wgpu::BindGroup,
     ) -> wgpu::BindGroup {
         let mut cache = self.bindings.lock().unwrap_or_else(PoisonError::into_inner);
         let same = |c: &CachedBindGroup| {
             c.key == key
                 && c.buffers.len() == buffers.len()
-                && c.buffers.iter().zip(buffers).all(|(a, b)| a == *b)
+                && c.buffers.iter().zip(buffers).all(|((buffer, offset, size), b)| {
+                    buffer == b.buffer && *offset == b.offset && *size == b.size
+                })
         };
         if let Some(cached) = cache.iter().find(|c| same(c)) {
             return cached.group.clone();
         }
         cache.retain(|c| c.key != key);
         let group = make();
-        let buffers = buffers.iter().map(|b| (*b).clone()).collect();
+        let buffers = buffers.iter().map(|b| (b.buffer.clone(), b.offset, b.size)).collect();
         cache.push(CachedBindGroup { key, buffers, group: group.clone() });
         group
     }
@@ -1287,6 +1360,12 @@ impl FrameScratch {
             self.sort_splats = renderer.sort.scratch(ctx, cap, owner)?;
             self.splat_capacity = cap;
         }
+        let windows = splats.div_ceil(renderer.window);
+        if windows > self.window_capacity {
+            let bytes = window_uniform_bytes(windows);
+            self.uniform = scratch_buffer(ctx, "render uniform", bytes, PARAMS, owner)?;
+            self.window_capacity = windows;
+        }
         if pixels > self.pixel_capacity {
             let cap = u64::from(pixels);
             self.image = scratch_buffer(ctx, "image", cap * 16, STORAGE, owner)?;
@@ -1328,9 +1407,11 @@ impl FrameScratch {
         while self.bands.len() < plan.len() {
             self.bands.push(BandScratch::new(ctx, renderer, self.owner)?);
         }
+        let windows = splats.div_ceil(renderer.window);
         for (band, scratch) in plan.iter().zip(&mut self.bands) {
             let room = if plan.len() == 1 { splats.max(band.count) } else { band.count };
-            scratch.ensure(ctx, renderer, room, band.intersections, tiles, self.owner)?;
+            let sizes = (tiles, windows);
+            scratch.ensure(ctx, renderer, room, band.intersections, sizes, self.owner)?;
         }
         Ok(())
     }

@@ -227,8 +227,9 @@ pub enum Cap {
     Requested,
     /// A larger run's predicted peak passes the memory budget.
     Budget,
-    /// A buffer that kernels bind whole (`buffer`, described for a person) passes what the
-    /// device allows in one binding (`limit` bytes, `which` limit) at a larger count.
+    /// A buffer (`buffer`, described for a person) passes what the device allows in one
+    /// buffer or, for what kernels bind whole, one binding (`limit` bytes, `which` limit) at
+    /// a larger count.
     Binding { buffer: &'static str, limit: u64, which: splat_render::Limit },
 }
 
@@ -348,10 +349,9 @@ impl MemoryModel {
                 fit = (by_budget, Cap::Budget);
             }
             if let Some(limits) = limits {
-                let (by_binding, buffer) = self.binding_cap(limits, shape);
-                if clamp(by_binding) < fit.0 {
-                    let (limit, which) = splat_render::Limit::whole_binding(limits);
-                    fit = (clamp(by_binding), Cap::Binding { buffer, limit, which });
+                let (by_limits, buffer, (limit, which)) = self.binding_cap(limits, shape);
+                if clamp(by_limits) < fit.0 {
+                    fit = (clamp(by_limits), Cap::Binding { buffer, limit, which });
                 }
             }
             // At least one splat, unless the device cannot hold even one (its images'
@@ -397,36 +397,44 @@ impl MemoryModel {
         self.binding_cap(limits, shape).0
     }
 
-    /// [`MemoryModel::max_splats_for_limits`], and the buffer that binds first. Kernels bind
-    /// these whole, so each must fit one storage binding and one buffer: the largest
-    /// parameter buffer's gradient (84 bytes a splat at SH degree 3, f32 whatever the
-    /// parameters' precision; its moments and parameters are no larger), a refinement's plan
-    /// (32 bytes a splat: what binds first at SH degree 0, and its read-back of 28), the rasterizer's
-    /// per-splat arrays (4 bytes × the grown capacity), and an image's loss maps and colours
-    /// (by pixels). What grows with the intersections is cut into depth bands
-    /// (renderer.rs), which only need one splat's tiles to fit a binding. On lavapipe (128
-    /// MiB bindings) at SH degree 3 the highest band's gradient binds first: 1,597,830
-    /// splats, whatever the budget.
+    /// [`MemoryModel::max_splats_for_limits`], and the buffer that binds first. Kernels
+    /// bind the rows of parameters, gradients, moments, statistics and the refinement's
+    /// plan a window of splats at a time (`gpu_splats::splat_window`): those need only fit
+    /// one buffer (the largest parameter buffer's gradient: 84 bytes a splat at SH degree
+    /// 3, f32 whatever the parameters' precision; the plan, 32 bytes). What they bind whole
+    /// must fit one storage binding and one buffer: the rasterizer's per-splat arrays (4
+    /// bytes × the grown capacity), an image's loss maps and colours (by pixels). What grows
+    /// with the intersections is cut into depth bands (renderer.rs), which only need one
+    /// splat's tiles to fit a binding. On lavapipe (128 MiB bindings, 2 GiB buffers) the
+    /// per-splat arrays bind first, at 22.4 million splats: past its memory budget.
     #[must_use]
-    pub fn binding_cap(&self, limits: &wgpu::Limits, shape: &RunShape) -> (u64, &'static str) {
-        let (binding, _) = splat_render::Limit::whole_binding(limits);
+    #[expect(clippy::type_complexity, reason = "a table: name, limit, bytes by splats")]
+    pub fn binding_cap(
+        &self,
+        limits: &wgpu::Limits,
+        shape: &RunShape,
+    ) -> (u64, &'static str, (u64, splat_render::Limit)) {
+        let binding = splat_render::Limit::whole_binding(limits);
+        let buffer = (limits.max_buffer_size, splat_render::Limit::Buffer);
         let d = shape.sh_degree.min(3) as usize;
         let param_floats = u64::from(VALUES_PER_SPLAT[..=4 + d].iter().copied().max().unwrap_or(0));
         let pixels = u64::from(shape.width) * u64::from(shape.height);
         let tiles = u64::from(shape.width.div_ceil(TILE_SIZE) * shape.height.div_ceil(TILE_SIZE));
         let per_pixel = LOSS_MAPS_BYTES_PER_PIXEL.max(16);
-        let buffers: [(&'static str, &dyn Fn(u64) -> u64); 5] = [
-            ("the largest parameter gradient buffer", &|n| n * param_floats * 4),
-            ("a refinement's plan (32 B a splat)", &|n| n * PLAN_ENTRY_BYTES),
-            ("the rasterizer's per-splat arrays (4 B a splat)", &|n| self.grown(n) * 4),
-            ("the loss maps of one image", &|_| pixels * per_pixel),
-            ("one depth band (a splat on every tile)", &|_| (tiles + 1) * PROJECTED_BYTES * 3 / 2),
+        let buffers: [(&'static str, (u64, splat_render::Limit), &dyn Fn(u64) -> u64); 5] = [
+            ("the largest parameter gradient buffer", buffer, &|n| n * param_floats * 4),
+            ("a refinement's plan (32 B a splat)", buffer, &|n| n * PLAN_ENTRY_BYTES),
+            ("the rasterizer's per-splat arrays (4 B a splat)", binding, &|n| self.grown(n) * 4),
+            ("the loss maps of one image", binding, &|_| pixels * per_pixel),
+            ("one depth band (a splat on every tile)", binding, &|_| {
+                (tiles + 1) * PROJECTED_BYTES * 3 / 2
+            }),
         ];
         buffers
             .iter()
-            .map(|(name, bytes)| (largest_fitting(|n| bytes(n) <= binding), *name))
-            .min_by_key(|(n, _)| *n)
-            .unwrap_or((0, ""))
+            .map(|(name, limit, bytes)| (largest_fitting(|n| bytes(n) <= limit.0), *name, *limit))
+            .min_by_key(|(n, _, _)| *n)
+            .unwrap_or((0, "", binding))
     }
 
     /// Capacity the rasterizer scratch grows to for `needed` items.

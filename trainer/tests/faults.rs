@@ -150,8 +150,9 @@ fn a_run_that_runs_out_of_memory_stops_keeps_its_splats_and_the_next_run_works()
 #[test]
 fn a_device_with_1_mib_bindings_caps_the_run_in_words_and_never_fails_it_mid_run() {
     // The same densifying run on a device whose buffers and bindings are capped at 1 MiB:
-    // its cap names the limit that sets it; its intersections, which outgrow the 4 a splat
-    // the cap assumes, are cut into depth bands (renderer.rs) instead of failing the run.
+    // its cap names the limit that sets it (one buffer: the rows of its parameters are bound
+    // a window of splats at a time); its intersections, which outgrow the 4 a splat the cap
+    // assumes, are cut into depth bands (renderer.rs) instead of failing the run.
     let options = HeadlessOptions {
         max_buffer_size: Some(LIMIT),
         max_storage_buffer_binding_size: Some(LIMIT),
@@ -173,7 +174,7 @@ fn a_device_with_1_mib_bindings_caps_the_run_in_words_and_never_fails_it_mid_run
     assert!(
         capped.starts_with("max splats 1000000 capped at ")
             && capped.contains("the largest parameter gradient buffer")
-            && capped.contains("one storage binding (1.00 MiB)")
+            && capped.contains("one buffer (1.00 MiB)")
             && capped.contains("the memory budget"),
         "{capped}"
     );

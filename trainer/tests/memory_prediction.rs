@@ -213,12 +213,18 @@ fn default_budget_is_plausible() {
         max_buffer_size: 2 << 30,
         ..wgpu::Limits::default()
     };
-    // What grows with the intersections is cut into depth bands; the highest SH band's
-    // gradient, 84 B a splat at degree 3, binds first in one 128 MiB binding: 1,597,830
-    // splats (the partials bound at 621,378 before the bands).
+    // What grows with the intersections is cut into depth bands, and the rows of parameters,
+    // gradients and moments are bound a window of splats at a time: the rasterizer's
+    // per-splat arrays (4 B × 1.5 a splat) bind first, in one 128 MiB binding: 22,369,621
+    // splats (the highest SH band's gradient bound at 1,597,830 before the windows, the
+    // partials at 621,378 before the bands). The gradient fills a 2 GiB buffer at 25.6M.
     assert_eq!(
         model.binding_cap(&lavapipe, &shape),
-        ((128 << 20) / 84, "the largest parameter gradient buffer")
+        (
+            (128 << 20) * 2 / 3 / 4,
+            "the rasterizer's per-splat arrays (4 B a splat)",
+            (128 << 20, splat_render::Limit::StorageBinding)
+        )
     );
     // An image whose loss maps (36 B a pixel) exceed one binding fits no splat at all.
     let huge = RunShape::new(0, 3, 8000, 8000);

@@ -197,19 +197,20 @@ fn child_run_writes_its_splats() {
 
 #[test]
 fn a_device_with_small_bindings_trains_the_same_bits() {
-    // SH degree 0 and at most 1,800 splats: the parameters (16 B a splat at most) and the
-    // refinement's plan (32 B a splat) fit 64 KiB buffers; what grows with the intersections
-    // is cut into depth bands (renderer.rs), two or three a frame here.
+    // SH degree 3 and up to 1,800 splats in 64 KiB bindings: the rows of parameters,
+    // gradients, moments and the refinement's plan are bound 768 splats at a time (84 B a
+    // splat at most: gpu_splats.rs `splat_window`), three windows by the end, and what grows
+    // with the intersections is cut into depth bands (renderer.rs), two or three a frame.
     let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
-    let first = run_ply(&ctx, 0, 1_800);
+    let first = run_ply(&ctx, 3, 1_800);
     drop(ctx);
-    let limit = Some(64 << 10);
     let small = splat_render::HeadlessOptions {
-        max_buffer_size: limit,
-        max_storage_buffer_binding_size: limit,
+        max_buffer_size: Some(1 << 20),
+        max_storage_buffer_binding_size: Some(64 << 10),
         ..splat_render::HeadlessOptions::default()
     };
     let ctx = pollster::block_on(GpuContext::new_headless_with(&small)).unwrap();
-    assert!(run_ply(&ctx, 0, 1_800) == first, "the banded run trained other splats");
+    assert_eq!(splat_render::gpu_splats::splat_window(&ctx.device.limits()), 768);
+    assert!(run_ply(&ctx, 3, 1_800) == first, "the windowed, banded run trained other splats");
     assert!(ctx.take_uncaptured_errors().is_empty());
 }

@@ -29,6 +29,10 @@ struct RenderUniform {
     band_first: u32,
     band_end: u32,
     band_base: u32,
+    // The parameters, gradients and per-splat arrays are bound from this splat on, for
+    // `num_splats` splats (a window: render/src/gpu_splats.rs `splat_window`); a kernel's
+    // splat index is relative to it.
+    window_first: u32,
 }
 
 // One projected splat. Keep in sync with `PROJECTED_BYTES` in kernels/mod.rs (48 bytes).

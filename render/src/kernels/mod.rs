@@ -158,8 +158,12 @@ pub struct RenderUniform {
     pub band_first: u32,
     pub band_end: u32,
     pub band_base: u32,
+    /// The first splat of the window the parameters are bound from (`num_splats` of them;
+    /// `gpu_splats::splat_window`).
+    pub window_first: u32,
+    pub(crate) _pad: [u32; 3],
 }
-const _: () = assert!(size_of::<RenderUniform>() == 160);
+const _: () = assert!(size_of::<RenderUniform>() == 176);
 
 /// Uniform of the intersection kernels. Keep in sync with intersect.wgsl.
 #[repr(C)]

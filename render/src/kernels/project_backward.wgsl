@@ -1,4 +1,6 @@
-// Projection, backward: one thread per splat, one pass per depth band (renderer.rs): a pass
+// Projection, backward: one thread per splat, one pass per depth band and window of splats
+// (renderer.rs; the parameters, gradients, statistics and ranks are bound from the window's
+// first splat, `u.num_splats` of them): a pass
 // takes the visible splats whose depth rank lies in its band (`u.band_first .. band_end`;
 // the first pass also zeroes the splats no band holds). From dL/d(projected) to the
 // gradients of the raw parameters, recomputing the forward intermediates. A visible splat's

@@ -1,4 +1,5 @@
-// Projection, forward: one thread per splat. Writes the number of tiles each splat touches
+// Projection, forward: one thread per splat of a window (`u.window_first`, `u.num_splats`; the
+// per-splat arrays are bound from the window's first splat, renderer.rs). Writes the number of tiles each splat touches
 // (0 when culled), whether it is visible (a 0/1 flag, scanned next into its place among the
 // visible splats) and its camera-space depth's bits (the depth sort's key; positive floats
 // order like their bit patterns). The frame's totals are added up with integer atomics, so

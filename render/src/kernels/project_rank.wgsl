@@ -2,7 +2,9 @@
 // `first .. first + count` among the visible splats, front to back). Splat
 // splat_ids[first + k] is projected again, as project_forward.wgsl did, into projected[k]:
 // the band's emit and rasterizers read only this band-sized array, so no binding holds every
-// splat's 48 bytes (render/src/renderer.rs, "depth bands").
+// splat's 48 bytes (render/src/renderer.rs, "depth bands"). One pass a window of splats
+// (`u.window_first`, `u.num_splats`): a thread whose splat lies in another window leaves it
+// to that window's pass.
 
 @group(0) @binding(9) var<storage, read> band: BandUniform;
 @group(0) @binding(10) var<storage, read> splat_ids: array<u32>;          // [V] by depth
@@ -17,6 +19,9 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     if k >= band.count {
         return;
     }
-    let i = splat_ids[band.first + k];
+    let i = splat_ids[band.first + k] - u.window_first;
+    if i >= u.num_splats {
+        return;
+    }
     projected[k] = projected_of(i, project(i));
 }

@@ -22,8 +22,12 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     }
     let i = e / gu.words_per_splat;
     let c = e - i * gu.words_per_splat;
+    let s = source_in_window(i, 0xffffffffu);
+    if s == 0xffffffffu {
+        return;
+    }
     let flags = plan[i].flags;
-    let src = plan[i].source * gu.words_per_splat + c;
+    let src = s * gu.words_per_splat + c;
     var value = old_param[src];
     if gu.role == ROLE_OPACITY && (flags & FLAG_SET_OPACITY) != 0u {
         value = bitcast<u32>(plan[i].opacity);

@@ -2,7 +2,10 @@
 //! file. WGSL has no `#include`; each kernel's source is a concatenation of files, listed in
 //! [`Kernel::parts`].
 
+use std::ops::Range;
+
 use bytemuck::{Pod, Zeroable};
+use splat_render::gpu_splats::{rows_binding, splat_window, splat_windows};
 use splat_render::kernels::DispatchLimits;
 use splat_render::wgpu;
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, Owner};
@@ -14,6 +17,9 @@ const FLOAT_BITS: &str = splat_render::kernels::FLOAT_BITS;
 
 /// Invocations per workgroup of every kernel here. Keep in sync with the WGSL.
 const WORKGROUP_SIZE: u32 = 256;
+
+/// Bytes of a plan entry (`PlanEntry` in plan.rs).
+const PLAN_ENTRY_BYTES: u64 = size_of::<super::plan::PlanEntry>() as u64;
 
 /// Uniform slots are this many bytes apart (every device's uniform offset alignment is at
 /// most 256, by the WebGPU spec).
@@ -38,10 +44,14 @@ pub(crate) struct GatherUniform {
     pub words_per_splat: u32,
     /// A [`Role`].
     pub role: u32,
-    /// Output splats.
+    /// Output splats (of the output window).
     pub out_count: u32,
+    /// The old splats bound: a window of them (`splat_window`), from `old_first` on.
+    pub old_first: u32,
+    pub old_count: u32,
+    pub _pad: [u32; 2],
 }
-const _: () = assert!(size_of::<GatherUniform>() == 16);
+const _: () = assert!(size_of::<GatherUniform>() == 32);
 
 /// Keep in sync with `ResetUniform` in `opacity_reset.wgsl`.
 #[repr(C)]
@@ -50,6 +60,18 @@ struct ResetUniform {
     count: u32,
     max_logit: f32,
     _pad: [u32; 2],
+}
+
+/// What a per-step kernel's uniform says of its window of splats.
+trait Windowed: Pod {
+    /// The uniform for `count` splats from splat `first` on.
+    fn window(self, first: u32, count: u32) -> Self;
+}
+
+impl Windowed for ResetUniform {
+    fn window(self, _first: u32, count: u32) -> Self {
+        Self { count, ..self }
+    }
 }
 const _: () = assert!(size_of::<ResetUniform>() == 16);
 
@@ -64,6 +86,12 @@ struct RegularizeUniform {
 }
 const _: () = assert!(size_of::<RegularizeUniform>() == 16);
 
+impl Windowed for RegularizeUniform {
+    fn window(self, _first: u32, count: u32) -> Self {
+        Self { count, ..self }
+    }
+}
+
 /// Keep in sync with `NoiseUniform` in `mcmc_noise.wgsl`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -73,9 +101,17 @@ struct NoiseUniform {
     scaler: f32,
     gate_sharpness: f32,
     gate_center: f32,
-    _pad: [u32; 3],
+    /// The window's first splat (the noise follows the splat, not the window).
+    first: u32,
+    _pad: [u32; 2],
 }
 const _: () = assert!(size_of::<NoiseUniform>() == 32);
+
+impl Windowed for NoiseUniform {
+    fn window(self, first: u32, count: u32) -> Self {
+        Self { count, first, ..self }
+    }
+}
 
 /// The kernels of this module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,7 +157,8 @@ impl Kernel {
 pub(crate) struct GatherJob<'a> {
     pub old: [&'a wgpu::Buffer; 3],
     pub new: [&'a wgpu::Buffer; 3],
-    pub uniform: GatherUniform,
+    /// 32-bit words a splat has in them.
+    pub words: u32,
 }
 
 /// The compiled pipelines.
@@ -133,15 +170,19 @@ pub(crate) struct Kernels {
     regularize: wgpu::ComputePipeline,
     noise: wgpu::ComputePipeline,
     limits: DispatchLimits,
-    /// Parameter slots of the per-step kernels (opacity reset, regulariser, noise), made on
-    /// first use and kept: nothing is allocated per step. One write per slot per submit.
+    /// Splats a dispatch binds the rows of (`splat_render::gpu_splats::splat_window`).
+    window: u32,
+    /// Parameter slots of the per-step kernels (opacity reset, regulariser, noise), three a
+    /// window of splats, made on first use and kept (grown when the windows grow): nothing
+    /// is allocated per step. One write per slot per submit.
     params: std::sync::Mutex<Option<GpuBuffer>>,
 }
 
-/// Slots of [`Kernels::params`].
+/// Slots of [`Kernels::params`] (of the first window; window `w`'s are `3w` on).
 const RESET_SLOT: u64 = 0;
 const REGULARIZE_SLOT: u64 = 1;
 const NOISE_SLOT: u64 = 2;
+const STEP_KERNELS: u64 = 3;
 
 fn pipeline(ctx: &GpuContext, kernel: Kernel) -> wgpu::ComputePipeline {
     let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -177,6 +218,15 @@ fn bind_group(
     })
 }
 
+/// Rows `splats` of a buffer of `row_bytes` a splat, as a binding.
+fn rows<'a>(
+    buffer: &'a wgpu::Buffer,
+    row_bytes: u64,
+    splats: &Range<u32>,
+) -> wgpu::BindingResource<'a> {
+    wgpu::BindingResource::Buffer(rows_binding(buffer, row_bytes, splats))
+}
+
 /// One slot of a uniform buffer, as a binding.
 fn uniform_slot(buffer: &wgpu::Buffer, slot: u64, bytes: u64) -> wgpu::BindingResource<'_> {
     wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -187,18 +237,22 @@ fn uniform_slot(buffer: &wgpu::Buffer, slot: u64, bytes: u64) -> wgpu::BindingRe
 }
 
 impl Kernels {
-    /// Writes `value` into parameter slot `slot` and returns the buffer to bind it from.
-    fn param_slot<T: Pod>(
+    /// Writes `value` for each window of `count` splats into parameter slot `slot` of the
+    /// window and returns the buffer to bind them from.
+    fn param_slots<T: Windowed>(
         &self,
         ctx: &GpuContext,
         slot: u64,
-        value: &T,
+        count: u32,
+        value: T,
     ) -> Result<wgpu::Buffer, GpuError> {
         let mut params = self.params.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if params.is_none() {
+        let bytes = STEP_KERNELS * UNIFORM_SLOT * u64::from(count.div_ceil(self.window).max(1));
+        if params.as_ref().is_none_or(|b| b.size() < bytes) {
+            *params = None;
             *params = Some(ctx.create_buffer(
                 "densify kernel parameters",
-                3 * UNIFORM_SLOT,
+                bytes,
                 wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
                 Category::Other,
                 Owner::Shared,
@@ -209,7 +263,11 @@ impl Kernels {
                 label: "densify".into(),
                 message: "parameter buffer missing".into(),
             })?;
-        ctx.queue.write_buffer(buffer, slot * UNIFORM_SLOT, bytemuck::bytes_of(value));
+        for (w, window) in splat_windows(count, self.window).enumerate() {
+            let value = value.window(window.start, window.end - window.start);
+            let at = (STEP_KERNELS * w as u64 + slot) * UNIFORM_SLOT;
+            ctx.queue.write_buffer(buffer, at, bytemuck::bytes_of(&value));
+        }
         Ok(buffer.clone())
     }
 }
@@ -223,6 +281,7 @@ impl Kernels {
             regularize: pipeline(ctx, Kernel::McmcRegularize),
             noise: pipeline(ctx, Kernel::McmcNoise),
             limits,
+            window: splat_window(&ctx.device.limits()),
             params: std::sync::Mutex::new(None),
         }
     }
@@ -249,49 +308,52 @@ impl Kernels {
         pass.dispatch_workgroups(x, y, 1);
     }
 
-    /// Records one gather; it reads its uniform from slot `slot` of `uniforms` (the caller
-    /// wrote it).
+    /// Records one gather of a window of new splats from a window of old ones (`window`:
+    /// the new splats and the old ones); it reads its uniform from slot `slot` of `uniforms`
+    /// (the caller wrote it).
     pub fn encode_gather(
         &self,
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
-        plan: &wgpu::Buffer,
-        uniforms: &wgpu::Buffer,
-        slot: u64,
+        (plan, uniforms, slot): (&wgpu::Buffer, &wgpu::Buffer, u64),
         job: &GatherJob<'_>,
+        elements: u32,
+        [new, old]: [&Range<u32>; 2],
     ) {
+        let row = u64::from(job.words) * 4;
         let bind = bind_group(
             ctx,
             &self.gather,
             Kernel::Gather.label(),
             &[
                 uniform_slot(uniforms, slot, size_of::<GatherUniform>() as u64),
-                plan.as_entire_binding(),
-                job.old[0].as_entire_binding(),
-                job.old[1].as_entire_binding(),
-                job.old[2].as_entire_binding(),
-                job.new[0].as_entire_binding(),
-                job.new[1].as_entire_binding(),
-                job.new[2].as_entire_binding(),
+                rows(plan, PLAN_ENTRY_BYTES, new),
+                rows(job.old[0], row, old),
+                rows(job.old[1], row, old),
+                rows(job.old[2], row, old),
+                rows(job.new[0], row, new),
+                rows(job.new[1], row, new),
+                rows(job.new[2], row, new),
             ],
         );
-        self.dispatch(encoder, Kernel::Gather.label(), &self.gather, &bind, job.uniform.elements);
+        self.dispatch(encoder, Kernel::Gather.label(), &self.gather, &bind, elements);
     }
 
-    /// Records the offsets of split children's means (after the gather copied the parents'):
-    /// `uniforms` slot `slot` holds a [`GatherUniform`] with `out_count`.
-    #[expect(clippy::too_many_arguments, reason = "the bindings of one kernel")]
+    /// Records the offsets of split children's means (after the gather copied the parents'),
+    /// for a window of new splats from a window of old ones (`window`, as
+    /// [`Kernels::encode_gather`]): `uniforms` slot `slot` holds a [`GatherUniform`] with
+    /// `out_count`. `old` are the old quats and log-scales.
     pub fn encode_split(
         &self,
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
-        plan: &wgpu::Buffer,
-        uniforms: &wgpu::Buffer,
-        slot: u64,
-        out_count: u32,
-        old_quats: &wgpu::Buffer,
-        old_log_scales: &wgpu::Buffer,
-        new_means: &wgpu::Buffer,
+        (plan, uniforms, slot): (&wgpu::Buffer, &wgpu::Buffer, u64),
+        (out_count, [old_quats, old_log_scales], new_means): (
+            u32,
+            [&wgpu::Buffer; 2],
+            &wgpu::Buffer,
+        ),
+        [new, old]: [&Range<u32>; 2],
     ) {
         let bind = bind_group(
             ctx,
@@ -299,10 +361,10 @@ impl Kernels {
             Kernel::Split.label(),
             &[
                 uniform_slot(uniforms, slot, size_of::<GatherUniform>() as u64),
-                plan.as_entire_binding(),
-                old_quats.as_entire_binding(),
-                old_log_scales.as_entire_binding(),
-                new_means.as_entire_binding(),
+                rows(plan, PLAN_ENTRY_BYTES, new),
+                rows(old_quats, 16, old),
+                rows(old_log_scales, 12, old),
+                rows(new_means, 12, new),
             ],
         );
         self.dispatch(encoder, Kernel::Split.label(), &self.split, &bind, out_count);
@@ -317,18 +379,22 @@ impl Kernels {
         count: u32,
         max_logit: f32,
     ) -> Result<(), GpuError> {
-        let slots =
-            self.param_slot(ctx, RESET_SLOT, &ResetUniform { count, max_logit, _pad: [0; 2] })?;
-        let bind = bind_group(
-            ctx,
-            &self.opacity_reset,
-            Kernel::OpacityReset.label(),
-            &[
-                uniform_slot(&slots, RESET_SLOT, size_of::<ResetUniform>() as u64),
-                opacities.as_entire_binding(),
-            ],
-        );
-        self.dispatch(encoder, Kernel::OpacityReset.label(), &self.opacity_reset, &bind, count);
+        let value = ResetUniform { count, max_logit, _pad: [0; 2] };
+        let slots = self.param_slots(ctx, RESET_SLOT, count, value)?;
+        for (w, window) in splat_windows(count, self.window).enumerate() {
+            let slot = STEP_KERNELS * w as u64 + RESET_SLOT;
+            let bind = bind_group(
+                ctx,
+                &self.opacity_reset,
+                Kernel::OpacityReset.label(),
+                &[
+                    uniform_slot(&slots, slot, size_of::<ResetUniform>() as u64),
+                    rows(opacities, 4, &window),
+                ],
+            );
+            let label = Kernel::OpacityReset.label();
+            self.dispatch(encoder, label, &self.opacity_reset, &bind, window.end - window.start);
+        }
         Ok(())
     }
 
@@ -343,21 +409,26 @@ impl Kernels {
         [v_opacities, v_log_scales]: [&wgpu::Buffer; 2],
     ) -> Result<(), GpuError> {
         let value = RegularizeUniform { count, opacity_coefficient, scale_coefficient, _pad: 0 };
-        let slots = self.param_slot(ctx, REGULARIZE_SLOT, &value)?;
-        let bind = bind_group(
-            ctx,
-            &self.regularize,
-            Kernel::McmcRegularize.label(),
-            &[
-                uniform_slot(&slots, REGULARIZE_SLOT, size_of::<RegularizeUniform>() as u64),
-                opacities.as_entire_binding(),
-                log_scales.as_entire_binding(),
-                v_opacities.as_entire_binding(),
-                v_log_scales.as_entire_binding(),
-            ],
-        );
-        let threads = count.checked_mul(3).ok_or_else(|| too_many(count))?;
-        self.dispatch(encoder, Kernel::McmcRegularize.label(), &self.regularize, &bind, threads);
+        let slots = self.param_slots(ctx, REGULARIZE_SLOT, count, value)?;
+        for (w, window) in splat_windows(count, self.window).enumerate() {
+            let slot = STEP_KERNELS * w as u64 + REGULARIZE_SLOT;
+            let bind = bind_group(
+                ctx,
+                &self.regularize,
+                Kernel::McmcRegularize.label(),
+                &[
+                    uniform_slot(&slots, slot, size_of::<RegularizeUniform>() as u64),
+                    rows(opacities, 4, &window),
+                    rows(log_scales, 12, &window),
+                    rows(v_opacities, 4, &window),
+                    rows(v_log_scales, 12, &window),
+                ],
+            );
+            let n = window.end - window.start;
+            let threads = n.checked_mul(3).ok_or_else(|| too_many(n))?;
+            let label = Kernel::McmcRegularize.label();
+            self.dispatch(encoder, label, &self.regularize, &bind, threads);
+        }
         Ok(())
     }
 
@@ -374,21 +445,33 @@ impl Kernels {
         [gate_sharpness, gate_center]: [f32; 2],
         params: [&wgpu::Buffer; 4],
     ) -> Result<(), GpuError> {
-        let value = NoiseUniform { count, seed, scaler, gate_sharpness, gate_center, _pad: [0; 3] };
-        let slots = self.param_slot(ctx, NOISE_SLOT, &value)?;
-        let bind = bind_group(
-            ctx,
-            &self.noise,
-            Kernel::McmcNoise.label(),
-            &[
-                uniform_slot(&slots, NOISE_SLOT, size_of::<NoiseUniform>() as u64),
-                params[0].as_entire_binding(),
-                params[1].as_entire_binding(),
-                params[2].as_entire_binding(),
-                params[3].as_entire_binding(),
-            ],
-        );
-        self.dispatch(encoder, Kernel::McmcNoise.label(), &self.noise, &bind, count);
+        let value = NoiseUniform {
+            count,
+            seed,
+            scaler,
+            gate_sharpness,
+            gate_center,
+            first: 0,
+            _pad: [0; 2],
+        };
+        let slots = self.param_slots(ctx, NOISE_SLOT, count, value)?;
+        for (w, window) in splat_windows(count, self.window).enumerate() {
+            let slot = STEP_KERNELS * w as u64 + NOISE_SLOT;
+            let bind = bind_group(
+                ctx,
+                &self.noise,
+                Kernel::McmcNoise.label(),
+                &[
+                    uniform_slot(&slots, slot, size_of::<NoiseUniform>() as u64),
+                    rows(params[0], 12, &window),
+                    rows(params[1], 16, &window),
+                    rows(params[2], 12, &window),
+                    rows(params[3], 4, &window),
+                ],
+            );
+            let label = Kernel::McmcNoise.label();
+            self.dispatch(encoder, label, &self.noise, &bind, window.end - window.start);
+        }
         Ok(())
     }
 }

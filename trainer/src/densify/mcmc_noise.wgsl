@@ -4,7 +4,7 @@
 //   gate(o) = sigmoid(k · ((1 − σ(o)) − x0)) with k = 100, x0 = 0.995,
 //   scaler = lr_means · noise_lr.
 // The gate is ~1 for nearly transparent splats and ~0 for visible ones, so noise explores
-// with the splats that do not show. One thread per splat.
+// with the splats that do not show. One thread per splat of a window (its first `nu.first`).
 
 // Keep in sync with `NoiseUniform` in kernels.rs (32 bytes).
 struct NoiseUniform {
@@ -13,7 +13,7 @@ struct NoiseUniform {
     scaler: f32,
     gate_sharpness: f32,
     gate_center: f32,
-    _pad0: u32,
+    first: u32,   // the window's first splat: splats are bound from it (kernels.rs)
     _pad1: u32,
     _pad2: u32,
 }
@@ -44,7 +44,7 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     let r = rotation(q);
     let variance = exp(2.0 * vec3<f32>(log_scales[3u * i], log_scales[3u * i + 1u],
                                        log_scales[3u * i + 2u]));
-    let z = normal3(pcg_hash(nu.seed ^ pcg_hash(i))) * (gate * nu.scaler);
+    let z = normal3(pcg_hash(nu.seed ^ pcg_hash(nu.first + i))) * (gate * nu.scaler);
     // Σ z = R diag(variance) Rᵀ z.
     let delta = r * (variance * (transpose(r) * z));
     means[3u * i] += delta.x;

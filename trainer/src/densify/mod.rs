@@ -26,10 +26,12 @@
 mod kernels;
 mod plan;
 
+use std::ops::Range;
 use std::time::Instant;
 
 use splat_render::gpu_splats::{
-    PARAM_BUFFERS, ShPrecision, param_buffer_bytes, param_label, read_f32_async, words_per_splat,
+    PARAM_BUFFERS, ShPrecision, param_buffer_bytes, param_label, read_f32_async, splat_window,
+    splat_windows, words_per_splat,
 };
 use splat_render::kernels::DispatchLimits;
 use splat_render::wgpu;
@@ -221,6 +223,8 @@ pub struct RefineStats {
 #[derive(Debug)]
 pub struct Densifier {
     kernels: Kernels,
+    /// Splats a gather binds the rows of (`splat_window`).
+    window: u32,
 }
 
 const PARAM_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
@@ -228,7 +232,7 @@ const PARAM_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_SRC);
 
 /// The split kernel's uniform slot, after the gathers'.
-const SPLIT_SLOT: u64 = PARAM_BUFFERS as u64;
+const SPLIT_SLOT: usize = PARAM_BUFFERS;
 
 /// Parameter buffer `b` for `count` splats, zero, sized as [`GpuSplats::upload_as`] sizes it
 /// (a 16-byte placeholder when empty: a binding may not be empty).
@@ -259,7 +263,7 @@ impl Densifier {
     /// the 2D dispatch that large scenes need).
     #[must_use]
     pub fn with_limits(ctx: &GpuContext, limits: DispatchLimits) -> Self {
-        Self { kernels: Kernels::new(ctx, limits) }
+        Self { kernels: Kernels::new(ctx, limits), window: splat_window(&ctx.device.limits()) }
     }
 
     /// Every WGSL composition of this module, labelled, for naga validation in tests.
@@ -478,6 +482,7 @@ impl Densifier {
         }
         let count = u32::try_from(plan.entries.len()).map_err(|_| too_many(u32::MAX))?;
         let (sh_degree, precision) = (old.splats.sh_degree, old.splats.sh_precision);
+        let windows = GatherWindows::new(count, old.splats.count, self.window);
         let TrainState { splats, grads, adam } = old;
         drop(grads);
         let mut old_params = splats.into_buffers().map(Some);
@@ -495,7 +500,7 @@ impl Densifier {
             Category::Other,
             owner,
         )?;
-        let (slots, uniforms) = gather_uniforms(count, sh_degree, precision)?;
+        let slots = gather_uniforms(&windows, sh_degree, precision)?;
         let uniform_buffer = ctx.create_buffer_init(
             "densify uniforms",
             &slots,
@@ -509,20 +514,22 @@ impl Densifier {
         for b in 0..PARAM_BUFFERS {
             let param = allocate_param(ctx, b, count, sh_degree, precision, owner)?;
             let moments = AdamState::zero_moments(ctx, param_label(b), param.size(), owner)?;
-            if let (Some(uniform), Some(old_param), Some(old_moment)) =
-                (uniforms[b], &old_params[b], &old_moments[b])
+            let words = words_per_splat(b, sh_degree, precision);
+            if let (true, Some(old_param), Some(old_moment)) =
+                (words > 0, &old_params[b], &old_moments[b])
             {
                 let job = GatherJob {
                     old: [old_param, &old_moment.m, &old_moment.v],
                     new: [&param, &moments.m, &moments.v],
-                    uniform,
+                    words,
                 };
                 // The means' split reads the old quats and log-scales, gathered later.
                 let split = match (b, plan.has_splits(), &old_params[2], &old_params[1]) {
                     (0, true, Some(quats), Some(log_scales)) => Some((&**quats, &**log_scales)),
                     _ => None,
                 };
-                self.gather_group(ctx, &plan_buffer, &uniform_buffer, b, &job, split)?;
+                let buffers = (&*plan_buffer, &*uniform_buffer);
+                self.gather_group(ctx, buffers, &windows, b, &job, split)?;
             }
             new_params.push(param);
             new_moments.push(moments);
@@ -538,18 +545,19 @@ impl Densifier {
             new_moments.try_into().unwrap_or_else(|_| unreachable!("one per parameter buffer"));
         // The plan goes before the gradients come: not beside them.
         drop((plan_buffer, uniform_buffer));
-        let adam = AdamState::from_moments(ctx, moments, owner)?;
+        let adam = AdamState::from_moments(ctx, count, moments, owner)?;
         let grads = SplatGradients::new(ctx, &splats, owner)?;
         Ok(TrainState { splats, grads, adam })
     }
 
     /// Gathers parameter buffer `b` and its moments (`job`), and with `split` (the old quats
-    /// and log-scales) offsets the split children's means; submitted.
+    /// and log-scales) offsets the split children's means; submitted. `buffers` are the
+    /// plan and the uniforms ([`gather_uniforms`]).
     fn gather_group(
         &self,
         ctx: &GpuContext,
-        plan: &wgpu::Buffer,
-        uniforms: &wgpu::Buffer,
+        (plan, uniforms): (&wgpu::Buffer, &wgpu::Buffer),
+        windows: &GatherWindows,
         b: usize,
         job: &GatherJob<'_>,
         split: Option<(&wgpu::Buffer, &wgpu::Buffer)>,
@@ -558,19 +566,18 @@ impl Densifier {
             let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("densify gather"),
             });
-            self.kernels.encode_gather(ctx, &mut encoder, plan, uniforms, b as u64, job);
+            for (pair, (new, old)) in windows.pairs().enumerate() {
+                let uniform = (plan, uniforms, gather_slot(pair, b));
+                let elements = (new.end - new.start) * job.words;
+                self.kernels.encode_gather(ctx, &mut encoder, uniform, job, elements, [&new, &old]);
+            }
+            // After every gather of the means: the split adds to the parents' copies.
             if let Some((quats, log_scales)) = split {
-                self.kernels.encode_split(
-                    ctx,
-                    &mut encoder,
-                    plan,
-                    uniforms,
-                    SPLIT_SLOT,
-                    job.uniform.out_count,
-                    quats,
-                    log_scales,
-                    job.new[0],
-                );
+                for (pair, (new, old)) in windows.pairs().enumerate() {
+                    let uniform = (plan, uniforms, gather_slot(pair, SPLIT_SLOT));
+                    let buffers = (new.end - new.start, [quats, log_scales], job.new[0]);
+                    self.kernels.encode_split(ctx, &mut encoder, uniform, buffers, [&new, &old]);
+                }
             }
             ctx.queue.submit([encoder.finish()]);
             Ok(())
@@ -578,41 +585,68 @@ impl Densifier {
     }
 }
 
-/// The uniform slots of a refinement's gathers (slot `b` for parameter buffer `b`, `None`
-/// for an empty one) and of its split (slot [`SPLIT_SLOT`]), as bytes, and each gather's.
+/// The windows of splats a refinement's gathers bind (`splat_window`): each window of the
+/// new splats is gathered from each window of the old ones in turn.
+struct GatherWindows {
+    new: u32,
+    old: u32,
+    window: u32,
+}
+
+impl GatherWindows {
+    fn new(new: u32, old: u32, window: u32) -> Self {
+        Self { new, old, window }
+    }
+
+    /// (new window, old window), new-major.
+    fn pairs(&self) -> impl Iterator<Item = (Range<u32>, Range<u32>)> + '_ {
+        splat_windows(self.new, self.window)
+            .flat_map(|new| splat_windows(self.old, self.window).map(move |old| (new.clone(), old)))
+    }
+}
+
+/// The uniform slot of a pair of windows' gather of buffer `b` (or its split, `b` =
+/// [`SPLIT_SLOT`]).
+fn gather_slot(pair: usize, b: usize) -> u64 {
+    (pair * (SPLIT_SLOT + 1) + b) as u64
+}
+
+/// The uniform slots of a refinement's gathers and splits (see [`gather_slot`]), as bytes.
 fn gather_uniforms(
-    count: u32,
+    windows: &GatherWindows,
     sh_degree: u32,
     precision: ShPrecision,
-) -> Result<(Vec<u8>, [Option<GatherUniform>; PARAM_BUFFERS]), GpuError> {
-    let mut slots = vec![0_u8; UNIFORM_SLOT as usize * (PARAM_BUFFERS + 1)];
-    let mut write = |slot: usize, uniform: &GatherUniform| {
-        let at = slot * UNIFORM_SLOT as usize;
-        slots[at..at + size_of::<GatherUniform>()].copy_from_slice(bytemuck::bytes_of(uniform));
-    };
-    let mut uniforms = [None; PARAM_BUFFERS];
-    for (b, uniform) in uniforms.iter_mut().enumerate() {
-        let words = words_per_splat(b, sh_degree, precision);
-        if words == 0 || count == 0 {
-            continue;
+) -> Result<Vec<u8>, GpuError> {
+    let pairs = windows.pairs().count().max(1);
+    let mut slots = vec![0_u8; UNIFORM_SLOT as usize * (SPLIT_SLOT + 1) * pairs];
+    for (pair, (new, old)) in windows.pairs().enumerate() {
+        let out_count = new.end - new.start;
+        let mut write = |b: usize, words: u32, role: Role| -> Result<(), GpuError> {
+            let uniform = GatherUniform {
+                elements: out_count.checked_mul(words).ok_or_else(|| too_many(out_count))?,
+                words_per_splat: words,
+                role: role as u32,
+                out_count,
+                old_first: old.start,
+                old_count: old.end - old.start,
+                _pad: [0; 2],
+            };
+            let at = gather_slot(pair, b) as usize * UNIFORM_SLOT as usize;
+            slots[at..at + size_of::<GatherUniform>()]
+                .copy_from_slice(bytemuck::bytes_of(&uniform));
+            Ok(())
+        };
+        for b in 0..PARAM_BUFFERS {
+            let role = match b {
+                1 => Role::LogScale,
+                3 => Role::Opacity,
+                _ => Role::Plain,
+            };
+            write(b, words_per_splat(b, sh_degree, precision), role)?;
         }
-        let role = match b {
-            1 => Role::LogScale,
-            3 => Role::Opacity,
-            _ => Role::Plain,
-        };
-        let gather = GatherUniform {
-            elements: count.checked_mul(words).ok_or_else(|| too_many(count))?,
-            words_per_splat: words,
-            role: role as u32,
-            out_count: count,
-        };
-        write(b, &gather);
-        *uniform = Some(gather);
+        write(SPLIT_SLOT, 0, Role::Plain)?;
     }
-    let split = GatherUniform { elements: count, words_per_splat: 0, role: 0, out_count: count };
-    write(SPLIT_SLOT as usize, &split);
-    Ok((slots, uniforms))
+    Ok(slots)
 }
 
 /// Mixed into the seed of the position noise, so it draws other numbers than refinements.

@@ -16,7 +16,10 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     if (plan[i].flags & FLAG_SPLIT) == 0u {
         return;
     }
-    let s = plan[i].source;
+    let s = source_in_window(i, 0xffffffffu);
+    if s == 0xffffffffu {
+        return;
+    }
     let q = vec4<f32>(old_quats[4u * s], old_quats[4u * s + 1u], old_quats[4u * s + 2u],
                       old_quats[4u * s + 3u]);
     let scale = exp(vec3<f32>(old_log_scales[3u * s], old_log_scales[3u * s + 1u],

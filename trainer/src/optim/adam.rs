@@ -12,7 +12,10 @@
 use std::sync::{Mutex, PoisonError};
 
 use bytemuck::{Pod, Zeroable};
-use splat_render::gpu_splats::{FIRST_SH_BUFFER, ShPrecision, VALUES_PER_SPLAT};
+use splat_render::gpu_splats::{
+    FIRST_SH_BUFFER, ShPrecision, VALUES_PER_SPLAT, rows_binding, splat_window, splat_windows,
+    words_per_splat,
+};
 use splat_render::kernels::DispatchLimits;
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, SplatGradients};
 
@@ -42,7 +45,9 @@ struct AdamUniform {
     row_values: u32,
     /// 16-bit bands only: seed of this step's stochastic rounding.
     round_seed: u32,
-    _pad: u32,
+    /// 16-bit bands only: the window's first word in the buffer (the rounding's random
+    /// bits follow the word, not the window).
+    first: u32,
 }
 const _: () = assert!(size_of::<AdamUniform>() == 32);
 
@@ -78,11 +83,13 @@ pub struct AdamState {
     pub quats: Moments,
     pub opacities: Moments,
     pub sh: [Moments; 4],
+    /// A step's uniform slots: one a parameter buffer and window of splats
+    /// (`splat_render::gpu_splats::splat_window`), window-major.
     uniforms: GpuBuffer,
-    /// The bind group of each parameter buffer, made at the first step and kept while the
-    /// same parameter and gradient buffers come back (a new state, after a refinement, makes
-    /// its own). Holds handles of those buffers, which belong to the same run state and are
-    /// dropped with it.
+    /// The bind group of each parameter buffer and window, made at the first step and kept
+    /// while the same parameter and gradient buffers come back (a new state, after a
+    /// refinement, makes its own). Holds handles of those buffers, which belong to the same
+    /// run state and are dropped with it.
     bindings: Mutex<Option<Bindings>>,
 }
 
@@ -90,6 +97,7 @@ pub struct AdamState {
 struct Bindings {
     /// (parameter, gradient) buffers the groups bind.
     buffers: Vec<(wgpu::Buffer, wgpu::Buffer)>,
+    /// Window-major, as the uniform slots.
     groups: Vec<wgpu::BindGroup>,
 }
 
@@ -106,6 +114,7 @@ impl AdamState {
             |label: &str, like: &GpuBuffer| Self::zero_moments(ctx, label, like.size(), owner);
         Self::from_moments(
             ctx,
+            splats.count,
             [
                 moments("means", &splats.means)?,
                 moments("log_scales", &splats.log_scales)?,
@@ -120,14 +129,16 @@ impl AdamState {
         )
     }
 
-    /// Adam's state around moments made elsewhere (a refinement gathers them group by group),
-    /// in the order of [`AdamState::moments`].
+    /// Adam's state around the moments of `count` splats made elsewhere (a refinement
+    /// gathers them group by group), in the order of [`AdamState::moments`].
     pub fn from_moments(
         ctx: &GpuContext,
+        count: u32,
         moments: [Moments; BUFFERS],
         owner: Owner,
     ) -> Result<Self, GpuError> {
         let [means, log_scales, quats, opacities, sh0, sh1, sh2, sh3] = moments;
+        let windows = count.div_ceil(splat_window(&ctx.device.limits())).max(1);
         Ok(Self {
             means,
             log_scales,
@@ -136,7 +147,7 @@ impl AdamState {
             sh: [sh0, sh1, sh2, sh3],
             uniforms: ctx.create_buffer(
                 "adam uniforms",
-                SLOT * BUFFERS as u64,
+                SLOT * BUFFERS as u64 * u64::from(windows),
                 wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
                 Category::Other,
                 owner,
@@ -195,6 +206,8 @@ pub struct Adam {
     /// `main_half`: SH bands stored in 16 bits.
     pipeline_half: wgpu::ComputePipeline,
     limits: DispatchLimits,
+    /// Splats a dispatch binds the rows of (`splat_render::gpu_splats::splat_window`).
+    window: u32,
     pub beta1: f32,
     pub beta2: f32,
     pub eps: f32,
@@ -246,6 +259,7 @@ impl Adam {
             pipeline: pipeline("main"),
             pipeline_half: pipeline("main_half"),
             limits: DispatchLimits::of(&ctx.device),
+            window: splat_window(&ctx.device.limits()),
             beta1: 0.9,
             beta2: 0.999,
             eps: 1e-15,
@@ -283,36 +297,41 @@ impl Adam {
         lr: impl Fn(ParamGroup) -> f32,
     ) {
         let params = splats.buffers();
-        let grads = grads.buffers();
+        let grad_buffers = grads.buffers();
         let t = t.max(1) as i32;
         let correction1 = 1.0 - self.beta1.powi(t);
         let correction2 = (1.0 - self.beta2.powi(t)).sqrt();
-        let mut slots = [0_u8; SLOT as usize * BUFFERS];
-        for (slot, (param, group)) in params.iter().zip(GROUPS).enumerate() {
-            let uniform = AdamUniform {
-                count: (param.size() / 4) as u32,
-                beta1: self.beta1,
-                beta2: self.beta2,
-                step_size: lr(group) * correction2 / correction1,
-                eps_hat: self.eps * correction2,
-                row_values: VALUES_PER_SPLAT[slot],
-                round_seed: (t as u32).wrapping_mul(BUFFERS as u32).wrapping_add(slot as u32),
-                _pad: 0,
-            };
-            let at = slot * SLOT as usize;
-            slots[at..at + size_of::<AdamUniform>()].copy_from_slice(bytemuck::bytes_of(&uniform));
+        let windows = || splat_windows(splats.count, self.window);
+        for (w, window) in windows().enumerate() {
+            let mut slots = [0_u8; SLOT as usize * BUFFERS];
+            for (slot, group) in GROUPS.into_iter().enumerate() {
+                let words = words_per_splat(slot, splats.sh_degree, splats.sh_precision);
+                let uniform = AdamUniform {
+                    count: (window.end - window.start) * words,
+                    beta1: self.beta1,
+                    beta2: self.beta2,
+                    step_size: lr(group) * correction2 / correction1,
+                    eps_hat: self.eps * correction2,
+                    row_values: VALUES_PER_SPLAT[slot],
+                    round_seed: (t as u32).wrapping_mul(BUFFERS as u32).wrapping_add(slot as u32),
+                    first: window.start * words,
+                };
+                let at = slot * SLOT as usize;
+                slots[at..at + size_of::<AdamUniform>()]
+                    .copy_from_slice(bytemuck::bytes_of(&uniform));
+            }
+            ctx.queue.write_buffer(&state.uniforms, w as u64 * SLOT * BUFFERS as u64, &slots);
         }
-        ctx.queue.write_buffer(&state.uniforms, 0, &slots);
 
         let mut bindings = state.bindings.lock().unwrap_or_else(PoisonError::into_inner);
         let current = bindings.as_ref().is_some_and(|b| {
             b.buffers
                 .iter()
-                .zip(params.iter().zip(grads))
+                .zip(params.iter().zip(grad_buffers))
                 .all(|((p, g), (param, grad))| p == *param && g == grad)
         });
         if !current {
-            *bindings = Some(self.bindings(ctx, state, &params, &grads));
+            *bindings = Some(self.bindings(ctx, state, splats, grads));
         }
         let Some(bindings) = bindings.as_ref() else { return };
         ctx.profile_stage("adam");
@@ -323,58 +342,66 @@ impl Adam {
         });
         // Means, log-scales, quats, opacities, then SH bands 0..=sh_degree.
         let used = 5 + sh_degree.min(3) as usize;
-        for (slot, (param, bind)) in params.iter().zip(&bindings.groups).enumerate().take(used) {
-            let count = (param.size() / 4) as u32;
-            let half = splats.sh_precision == ShPrecision::F16 && slot > FIRST_SH_BUFFER;
-            pass.set_pipeline(if half { &self.pipeline_half } else { &self.pipeline });
-            pass.set_bind_group(0, bind, &[(slot as u64 * SLOT) as u32]);
-            let (x, y) = self.limits.grid(count.div_ceil(256));
-            pass.dispatch_workgroups(x, y, 1);
+        for (w, window) in windows().enumerate() {
+            for slot in 0..used {
+                let words = words_per_splat(slot, splats.sh_degree, splats.sh_precision);
+                let count = (window.end - window.start) * words;
+                let half = splats.sh_precision == ShPrecision::F16 && slot > FIRST_SH_BUFFER;
+                pass.set_pipeline(if half { &self.pipeline_half } else { &self.pipeline });
+                let at = w * BUFFERS + slot;
+                pass.set_bind_group(0, &bindings.groups[at], &[(at as u64 * SLOT) as u32]);
+                let (x, y) = self.limits.grid(count.div_ceil(256));
+                pass.dispatch_workgroups(x, y, 1);
+            }
         }
     }
 
-    /// One bind group per parameter buffer: its uniform slot (dynamic offset), the
-    /// parameters, their gradients and both moments.
+    /// One bind group per window of splats and parameter buffer (window-major): its
+    /// uniform slot (a dynamic offset), and the window's rows of the parameters, their
+    /// gradients and both moments.
     fn bindings(
         &self,
         ctx: &GpuContext,
         state: &AdamState,
-        params: &[&wgpu::Buffer; BUFFERS],
-        grads: &[&wgpu::Buffer; BUFFERS],
+        splats: &GpuSplats,
+        grads: &SplatGradients,
     ) -> Bindings {
         let layout = self.pipeline.get_bind_group_layout(0);
-        let groups = params
-            .iter()
-            .zip(grads)
-            .zip(state.moments())
-            .map(|((param, grad), moments)| {
-                ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        let mut groups = Vec::new();
+        for window in splat_windows(splats.count, self.window) {
+            let params = splats.window(&window);
+            let gradients = grads.window(splats.sh_degree, &window);
+            for (slot, moments) in state.moments().into_iter().enumerate() {
+                let row = u64::from(words_per_splat(slot, splats.sh_degree, splats.sh_precision));
+                let uniform = wgpu::BufferBinding {
+                    buffer: &state.uniforms,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(size_of::<AdamUniform>() as u64),
+                };
+                let resources = [
+                    uniform,
+                    params[slot].clone(),
+                    gradients[slot].clone(),
+                    rows_binding(&moments.m, row * 4, &window),
+                    rows_binding(&moments.v, row * 4, &window),
+                ];
+                let entries = resources.into_iter().enumerate().map(|(i, r)| {
+                    let resource = wgpu::BindingResource::Buffer(r);
+                    wgpu::BindGroupEntry { binding: i as u32, resource }
+                });
+                groups.push(ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
                     label: Some("adam"),
                     layout: &layout,
-                    entries: &[
-                        wgpu::BindGroupEntry {
-                            binding: 0,
-                            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                buffer: &state.uniforms,
-                                offset: 0,
-                                size: wgpu::BufferSize::new(size_of::<AdamUniform>() as u64),
-                            }),
-                        },
-                        wgpu::BindGroupEntry { binding: 1, resource: param.as_entire_binding() },
-                        wgpu::BindGroupEntry { binding: 2, resource: grad.as_entire_binding() },
-                        wgpu::BindGroupEntry {
-                            binding: 3,
-                            resource: moments.m.as_entire_binding(),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 4,
-                            resource: moments.v.as_entire_binding(),
-                        },
-                    ],
-                })
-            })
+                    entries: &entries.collect::<Vec<_>>(),
+                }));
+            }
+        }
+        let buffers = splats
+            .buffers()
+            .iter()
+            .zip(grads.buffers())
+            .map(|(p, g)| ((*p).clone(), g.clone()))
             .collect();
-        let buffers = params.iter().zip(grads).map(|(p, g)| ((*p).clone(), (*g).clone())).collect();
         Bindings { buffers, groups }
     }
 }

@@ -13,7 +13,7 @@ struct AdamUniform {
     eps_hat: f32,     // ε · sqrt(1 − β2ᵗ)
     row_values: u32,  // `main_half`: values in a splat's row (its gradient row)
     round_seed: u32,  // `main_half`: seed of this step's stochastic rounding
-    _pad: u32,
+    first: u32,       // `main_half`: the first word bound (a window of splats, adam.rs)
 }
 
 @group(0) @binding(0) var<storage, read> au: AdamUniform;
@@ -58,7 +58,7 @@ fn main_half(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_in
     var p = unpack_halves(params[w]);
     var m2 = unpack_halves(m[w]) / MOMENT_SCALE;
     var s2 = unpack_halves(v[w]) / MOMENT_SCALE;
-    var bits = hash(w ^ hash(au.round_seed));
+    var bits = hash((au.first + w) ^ hash(au.round_seed));
     for (var h = 0u; h < 2u; h++) {
         // The row's padding value (odd rows) stays zero.
         if first + h < au.row_values {
