@@ -1,10 +1,10 @@
 //! Splat parameters and their gradients on the GPU.
 //!
 //! Flat buffers (no vec3 padding). SH coefficients are split by band, coefficient-major
-//! within a band (`[N, coefficients of the band, 3]`): no single binding then exceeds
-//! lavapipe's 128 MiB limit at a million splats of degree 3, and degree-0 scenes carry no SH
-//! rest at all. Bands above the stored degree are 16-byte placeholders (bindings cannot be
-//! empty).
+//! within a band (`[N, coefficients of the band, 3]`): a degree-0 scene carries no SH rest at
+//! all, and the widest row (SH band 3's gradient, 84 bytes) sets how many splats a kernel
+//! binds at once ([`splat_window`]). Bands above the stored degree are 16-byte placeholders
+//! (bindings cannot be empty).
 //!
 //! Every buffer holds f32 values, except that a scene stored with [`ShPrecision::F16`] keeps
 //! SH bands 1..=3 (the view-dependent colour: 45 of a splat's 59 values at degree 3) as IEEE

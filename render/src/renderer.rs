@@ -21,6 +21,12 @@
 //! into many bands gives the same bits as one (tested with a device whose binding limit is a
 //! few hundred KiB). One band is the common case and costs nothing more; more need the
 //! bands' bounds, found on the GPU after the depth sort, read back (a second wait).
+//!
+//! **Windows of splats.** No buffer that grows with the splats is bound whole either: the
+//! projection, `project_rank` and the projection's backward pass bind the rows of the
+//! parameters, gradients, statistics and per-splat arrays a window of splats at a time
+//! ([`crate::gpu_splats::splat_window`]), one dispatch a window, each with its own copy of the
+//! `RenderUniform` (`window_first`, `num_splats`). One window is the common case.
 
 use crate::gpu_splats::{
     GpuSplats, ShPrecision, SplatGradients, read_f32, rows_binding, splat_window, splat_windows,
