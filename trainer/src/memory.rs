@@ -93,15 +93,18 @@ const MIN_PARAM_BUFFER: u64 = EMPTY_BUFFER_BYTES;
 const MIN_SCRATCH_BUFFER: u64 = 64;
 /// Smallest capacity the rasterizer scratch grows to (renderer.rs, `grown`).
 const MIN_GROWN: u64 = 256;
-/// Adam's uniform slots: 8 of 256 bytes (optim/adam.rs), one set per train state.
+/// Adam's uniform slots: 8 of 256 bytes (optim/adam.rs), one set per train state. These
+/// uniforms, the refinement's and the frame's render uniforms are counted for one window of
+/// splats (`gpu_splats::splat_window`); each further window adds 256 bytes a slot (a few KiB
+/// at most, which the margin holds).
 const ADAM_UNIFORM_BYTES: u64 = 8 * 256;
 /// The refinement's gather/split uniform slots: 9 of 256 bytes (densify/mod.rs).
 const DENSIFY_UNIFORM_BYTES: u64 = 9 * 256;
 /// Small blocks of the frame scratch, at their 64-byte minimum: the render uniform and its
-/// first band's copy (160 bytes each), the intersect uniform, the scan total, the frame
+/// first band's copy (176 bytes each), the intersect uniform, the scan total, the frame
 /// totals and their readback, the band bounds and their readback, the backward carry's
 /// placeholder, the first band's band and raster uniforms (renderer.rs).
-const FRAME_FIXED_BYTES: u64 = 2 * 160 + 9 * MIN_SCRATCH_BUFFER;
+const FRAME_FIXED_BYTES: u64 = 2 * 176 + 9 * MIN_SCRATCH_BUFFER;
 /// The loss's parameter block (loss/mod.rs, `LossParams`).
 const LOSS_PARAMS_BYTES: u64 = 48;
 /// Bytes per pixel of the loss's derivative maps (3 channels × 3 maps × f32).
