@@ -1400,8 +1400,9 @@ impl FrameScratch {
     /// Room for every band of `plan`, in a frame of `splats` splats and `tiles` tiles. One
     /// band holds projections for all the splats, visible or not, as the splat-ordered
     /// array it replaces did: its size then does not follow the view, and the memory
-    /// prediction, which must plan for a view that sees every splat, stays tight. Several
-    /// bands hold their own splats only.
+    /// prediction, which must plan for a view that sees every splat, stays tight; unless
+    /// every splat's projection would pass one binding (1.86M splats on lavapipe), when it
+    /// holds its own, as several bands do.
     fn ensure_bands(
         &mut self,
         ctx: &GpuContext,
@@ -1414,8 +1415,12 @@ impl FrameScratch {
             self.bands.push(BandScratch::new(ctx, renderer, self.owner)?);
         }
         let windows = splats.div_ceil(renderer.window);
+        // Room for every splat only while that fits one binding (the projected array is bound
+        // whole): past it, a single band holds its own splats, like several do.
+        let (binding, _) = ctx.whole_binding_limit();
+        let all_fit = u64::from(grown(splats)) * PROJECTED_BYTES <= binding;
         for (band, scratch) in plan.iter().zip(&mut self.bands) {
-            let room = if plan.len() == 1 { splats.max(band.count) } else { band.count };
+            let room = if plan.len() == 1 && all_fit { splats.max(band.count) } else { band.count };
             let sizes = (tiles, windows);
             scratch.ensure(ctx, renderer, room, band.intersections, sizes, self.owner)?;
         }

@@ -9,7 +9,7 @@ const ALPHA_MAX: f32 = 0.99;
 const ALPHA_MIN: f32 = 0.003921569; // 1/255
 const T_MIN: f32 = 0.0001;
 
-// Keep in sync with `RenderUniform` in render/src/kernels/mod.rs (160 bytes).
+// Keep in sync with `RenderUniform` in render/src/kernels/mod.rs (176 bytes).
 struct RenderUniform {
     camera_from_world: mat4x4<f32>,
     camera_position: vec4<f32>,
