@@ -24,7 +24,9 @@ pub use gpu_splats::{GpuSplats, ShPrecision, SplatGradients};
 pub use ledger::{Allocation, Category, Ledger, LedgerEntry, LedgerSnapshot, Owner};
 pub use profiler::{FrameTimings, PassTimer, PassTiming, Profile};
 pub use readback::SetOnDrop;
-pub use renderer::{FrameCounts, FrameScratch, FrameStats, RenderSettings, Renderer};
+pub use renderer::{
+    ForwardBackward, FrameCounts, FrameScratch, FrameStats, RenderSettings, Renderer,
+};
 pub use view_controller::ViewController;
 pub use wgpu;
 

@@ -654,6 +654,36 @@ impl Renderer {
         Ok(())
     }
 
+    /// One forward and one backward pass of `splats` from `camera`, for the cotangent
+    /// `v_image` (`[H, W]` of dL/d(rgb, alpha), 4 floats a pixel), on buffers of `owner` made
+    /// here and let go on return: the image, every gradient group
+    /// ([`SplatGradients::read_all`]) and the frame's depth bands. Blocks; for tests and the
+    /// self-test, which compare these with a reference.
+    pub fn forward_backward(
+        &self,
+        ctx: &GpuContext,
+        splats: &splat_formats::Splats,
+        (camera, settings): (&Camera, &RenderSettings),
+        v_image: &[f32],
+        owner: Owner,
+    ) -> Result<ForwardBackward, GpuError> {
+        let params = GpuSplats::upload(ctx, splats, owner)?;
+        let grads = SplatGradients::new(ctx, &params, owner)?;
+        let mut scratch = FrameScratch::new(ctx, self, owner)?;
+        self.forward(ctx, &params, camera, settings, &mut scratch)?;
+        let image = scratch.read_image(ctx)?;
+        let v_image = ctx.create_buffer_init(
+            "cotangent",
+            bytemuck::cast_slice(v_image),
+            wgpu::BufferUsages::STORAGE,
+            Category::Other,
+            owner,
+        )?;
+        self.backward(ctx, &params, &mut scratch, &v_image, &grads)?;
+        let gradients = grads.read_all(ctx, splats.sh_degree)?;
+        Ok(ForwardBackward { image, gradients, bands: scratch.bands() })
+    }
+
     /// Backward pass of the last [`Renderer::forward`] with these splats and camera, for the
     /// per-pixel cotangent `v_image` (`[H, W]` of dL/d(rgb, alpha), vec4 f32). Writes the
     /// parameter gradients into `grads` and adds to its densification statistics.
@@ -854,6 +884,18 @@ impl Renderer {
             })
         })
     }
+}
+
+/// What [`Renderer::forward_backward`] gives back.
+#[derive(Debug)]
+pub struct ForwardBackward {
+    /// `[H, W]` of rgb + alpha.
+    pub image: Vec<[f32; 4]>,
+    /// Means, log-scales, quaternions, opacities, SH bands 0..=degree, densification
+    /// statistics.
+    pub gradients: Vec<Vec<f32>>,
+    /// Depth bands the frame was cut into.
+    pub bands: usize,
 }
 
 /// The entry points of intersect.wgsl.

@@ -8,8 +8,7 @@
 use glam::Mat4;
 use splat_formats::{Loaded, Splats, load_file, sh_coeffs_for_degree};
 use splat_render::{
-    Camera, Category, FrameScratch, GpuContext, GpuSplats, HeadlessOptions, Owner, RenderSettings,
-    Renderer, SplatGradients, wgpu,
+    Camera, GpuContext, HeadlessOptions, Owner, RenderSettings, Renderer,
 };
 
 const SMALL: u64 = 64 << 10;
@@ -67,33 +66,16 @@ fn render(
     settings: &RenderSettings,
 ) -> (Vec<u32>, Vec<Vec<u32>>, usize) {
     let renderer = Renderer::new(ctx).unwrap();
-    let params = GpuSplats::upload(ctx, splats, Owner::Run(1)).unwrap();
-    let grads = SplatGradients::new(ctx, &params, Owner::Run(1)).unwrap();
-    let mut scratch = FrameScratch::new(ctx, &renderer, Owner::Run(1)).unwrap();
-    renderer.forward(ctx, &params, cam, settings, &mut scratch).unwrap();
-    let image: Vec<u32> =
-        scratch.read_image(ctx).unwrap().iter().flatten().map(|v| v.to_bits()).collect();
     let pixels = (cam.width * cam.height) as usize;
     let v_image: Vec<f32> =
         (0..pixels * 4).map(|i| ((i * 7919 % 997) as f32 / 498.5) - 1.0).collect();
-    let v_buffer = ctx
-        .create_buffer_init(
-            "v_image",
-            bytemuck::cast_slice(&v_image),
-            wgpu::BufferUsages::STORAGE,
-            Category::Other,
-            Owner::Run(1),
-        )
-        .unwrap();
-    renderer.backward(ctx, &params, &mut scratch, &v_buffer, &grads).unwrap();
-    let gradients = grads
-        .read_all(ctx, splats.sh_degree)
-        .unwrap()
-        .iter()
-        .map(|g| g.iter().map(|v| v.to_bits()).collect())
-        .collect();
+    let pass =
+        renderer.forward_backward(ctx, splats, (cam, settings), &v_image, Owner::Run(1)).unwrap();
+    let image = pass.image.iter().flatten().map(|v| v.to_bits()).collect();
+    let gradients =
+        pass.gradients.iter().map(|g| g.iter().map(|v| v.to_bits()).collect()).collect();
     assert!(ctx.take_uncaptured_errors().is_empty());
-    (image, gradients, scratch.bands())
+    (image, gradients, pass.bands)
 }
 
 #[test]

@@ -27,8 +27,8 @@ use serde::Serialize;
 use splat_formats::Splats;
 use splat_render::kernels::Reduction;
 use splat_render::{
-    Camera, Category, FrameScratch, GpuContext, GpuError, GpuSplats, Owner, RenderSettings,
-    Renderer, ShPrecision, SplatGradients, human_bytes, reference, wgpu,
+    Camera, FrameScratch, GpuContext, GpuError, GpuSplats, Owner, RenderSettings, Renderer,
+    ShPrecision, human_bytes, reference, wgpu,
 };
 
 use crate::dataset::Dataset;
@@ -319,20 +319,15 @@ fn gradients(
     settings: &RenderSettings,
     seed: u64,
 ) -> Result<Vec<Vec<f32>>, GpuError> {
-    let owner = Owner::Shared;
-    let params = GpuSplats::upload(ctx, splats, owner)?;
-    let grads = SplatGradients::new(ctx, &params, owner)?;
-    let mut scratch = FrameScratch::new(ctx, renderer, owner)?;
-    renderer.forward(ctx, &params, camera, settings, &mut scratch)?;
-    let v_image = ctx.create_buffer_init(
-        "self-test cotangent",
-        bytemuck::cast_slice(&cotangent(camera, seed)),
-        wgpu::BufferUsages::STORAGE,
-        Category::Other,
-        owner,
+    let v_image = cotangent(camera, seed);
+    let pass = renderer.forward_backward(
+        ctx,
+        splats,
+        (camera, settings),
+        v_image.as_flattened(),
+        Owner::Shared,
     )?;
-    renderer.backward(ctx, &params, &mut scratch, &v_image, &grads)?;
-    grads.read_all(ctx, splats.sh_degree)
+    Ok(pass.gradients)
 }
 
 fn check_backward(

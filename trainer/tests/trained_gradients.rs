@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use splat_render::kernels::Reduction;
 use splat_render::{
-    Category, FrameScratch, GpuContext, GpuSplats, Owner, RenderSettings, Renderer, ShPrecision,
-    SplatGradients, reference, wgpu,
+    GpuContext, Owner, RenderSettings, Renderer, ShPrecision, reference, wgpu,
 };
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
@@ -74,21 +73,10 @@ fn gradients_of_a_trained_state_match_the_reference() {
             reference::render_backward(&splats, &camera, &reference_settings, &v_rgb, &v_alpha);
         for &reduction in &reductions {
             let renderer = Renderer::with_reduction(&ctx, reduction).unwrap();
-            let params = GpuSplats::upload(&ctx, &splats, Owner::Run(2)).unwrap();
-            let grads = SplatGradients::new(&ctx, &params, Owner::Run(2)).unwrap();
-            let mut scratch = FrameScratch::new(&ctx, &renderer, Owner::Run(2)).unwrap();
-            renderer.forward(&ctx, &params, &camera, &settings, &mut scratch).unwrap();
-            let v_buffer = ctx
-                .create_buffer_init(
-                    "v_image",
-                    bytemuck::cast_slice(&v_image),
-                    wgpu::BufferUsages::STORAGE,
-                    Category::Other,
-                    Owner::Run(2),
-                )
+            let pass = renderer
+                .forward_backward(&ctx, &splats, (&camera, &settings), &v_image, Owner::Run(2))
                 .unwrap();
-            renderer.backward(&ctx, &params, &mut scratch, &v_buffer, &grads).unwrap();
-            let groups = grads.read_all(&ctx, splats.sh_degree).unwrap();
+            let groups = pass.gradients;
             for (what, got, expected) in [
                 ("means", &groups[0], want.v_means.as_flattened()),
                 ("log-scales", &groups[1], want.v_log_scales.as_flattened()),
