@@ -298,3 +298,54 @@ fn help_self_test_runs_on_the_windows_device() {
         "the self-test's buffers are gone"
     );
 }
+
+/// A video dropped on the window: it asks whether to compute camera poses, runs COLMAP on its
+/// own thread while the window keeps drawing, and opens the dataset it wrote. Needs COLMAP and
+/// ffmpeg (see `tests/cli_poses.rs`: skipped with a reason without them, unless
+/// `SPLATFORGE_REQUIRE_ENGINES` is set).
+#[test]
+fn a_dropped_video_gets_camera_poses_and_opens() {
+    let engines = ["colmap", "ffmpeg"];
+    if engines.iter().any(|e| std::process::Command::new(e).arg("-h").output().is_err()) {
+        assert!(
+            std::env::var_os("SPLATFORGE_REQUIRE_ENGINES").is_none(),
+            "COLMAP or ffmpeg is not on the PATH, and SPLATFORGE_REQUIRE_ENGINES is set"
+        );
+        eprintln!("a_dropped_video_gets_camera_poses_and_opens: skipped: no COLMAP or ffmpeg");
+        return;
+    }
+    let dir = temp_dir("poses");
+    let video = dir.join("desk.mp4");
+    // Twelve consecutive frames of the desk-penguin phone capture, small.
+    let made = std::process::Command::new("ffmpeg")
+        .args(["-nostdin", "-loglevel", "error", "-framerate", "4", "-i"])
+        .arg(data("datasets/desk-penguin-opencv/images/input_%04d.jpg"))
+        .args(["-frames:v", "12", "-vf", "scale=400:-2", "-c:v", "mpeg4", "-q:v", "3"])
+        .arg(&video)
+        .output()
+        .expect("ffmpeg runs");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let mut harness = harness(GuiArgs {
+        path: None,
+        out: Some(dir.clone()),
+        start: false,
+        steps: Some(20),
+        memory_budget: Some(BUDGET),
+    });
+    wait_for(&mut harness, "the sample scene", 120, |s| s.task == TaskState::Ready);
+    drop_file(&mut harness, video);
+    wait_for(&mut harness, "the question", 60, |s| s.poses_window);
+    // A new window is laid out invisibly in its first frame.
+    for _ in 0..5 {
+        harness.step();
+    }
+    harness.get_by_label("Compute camera poses").click();
+    let dataset = dir.join("desk_dataset");
+    let state = wait_for(&mut harness, "the dataset from the video", 600, |s| {
+        s.dataset.as_deref() == Some(dataset.as_path()) && s.task == TaskState::Ready
+    });
+    assert!(state.errors.is_empty(), "{:?}", state.errors);
+    assert!(!state.poses_window, "the window closes when the dataset opens");
+    drop(harness);
+    let _ = std::fs::remove_dir_all(&dir);
+}

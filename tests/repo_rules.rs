@@ -1,5 +1,5 @@
 //! Rules about the repository itself: the crates depend one way (formats <- render <- trainer <- app,
-//! formats <- trainer) and only the app may know UI crates, with `cargo tree` as the source
+//! formats <- trainer, poses <- app) and only the app may know UI crates, with `cargo tree` as the source
 //! of truth so a UI crate that leaks into a lower layer through any path fails here; and CI
 //! runs the test command the README shows.
 
@@ -39,7 +39,7 @@ const UI_CRATES: [&str; 6] = ["egui", "eframe", "egui-wgpu", "winit", "rfd", "in
 
 #[test]
 fn lower_layers_know_no_ui() {
-    for package in ["splat-render", "splat-formats", "splat-trainer"] {
+    for package in ["splat-render", "splat-formats", "splat-trainer", "splat-poses"] {
         let tree = normal_dependencies(package);
         let names = crate_names(&tree);
         for ui in UI_CRATES {
@@ -62,6 +62,12 @@ fn layers_point_one_way() {
     }
     let trainer = normal_dependencies("splat-trainer");
     assert!(!crate_names(&trainer).contains(&"splatforge"), "splat-trainer depends on the app");
+    // Poses drive external engines: no GPU, none of our other crates.
+    let poses = normal_dependencies("splat-poses");
+    let poses = crate_names(&poses);
+    for other in ["splat-render", "splat-formats", "splat-trainer", "splatforge", "wgpu"] {
+        assert!(!poses.contains(&other), "splat-poses depends on {other}");
+    }
 }
 
 #[test]

@@ -19,6 +19,7 @@ fn is_dataset(path: &Path) -> bool {
 }
 
 pub fn describe(path: &Path, max_resolution: u32) -> anyhow::Result<serde_json::Value> {
+    splatforge::refuse_without_poses(path)?;
     if is_dataset(path) {
         let options = LoadOptions { max_resolution, ..LoadOptions::default() };
         let data = dataset::load_dataset(path, &options).context("cannot load dataset")?;

@@ -3,7 +3,35 @@
 
 pub mod gui;
 
+use std::path::Path;
+
 pub use splat_trainer::render::human_bytes;
+
+/// Refuses a folder of photos or a video that has no camera poses with an error that says how
+/// to compute them, instead of the loader's "no dataset found". Anything else passes.
+///
+/// # Errors
+/// `PATH: 23 photos in PATH and no camera poses: …`.
+pub fn refuse_without_poses(path: &Path) -> anyhow::Result<()> {
+    if splat_trainer::dataset::has_poses(path) {
+        return Ok(());
+    }
+    match splat_poses::Input::detect(path) {
+        Ok(input) => {
+            let what = match input {
+                splat_poses::Input::Photos { photos, .. } => format!("{} photos", photos.len()),
+                splat_poses::Input::Video(_) => "a video".to_owned(),
+            };
+            anyhow::bail!(
+                "{}: {what} and no camera poses: compute them first with `splatforge poses {}` \
+                 (COLMAP), or drop it on the window",
+                path.display(),
+                path.display()
+            )
+        }
+        Err(_) => Ok(()),
+    }
+}
 
 /// Bytes from a size people write: `24GiB`, `512 MiB`, `1.5GB`, `300kB` or plain bytes.
 /// Binary (KiB, MiB, GiB, TiB) and decimal (kB, MB, GB, TB) units, any case.

@@ -87,7 +87,10 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             let dataset = dataset.clone().unwrap_or_else(|| PathBuf::from(&identity.path));
             (dataset, resume_options(args, identity.options)?)
         }
-        (Some(dataset), None) => (dataset.clone(), load_options(args)),
+        (Some(dataset), None) => {
+            splatforge::refuse_without_poses(dataset)?;
+            (dataset.clone(), load_options(args))
+        }
         (None, None) => bail!("give a DATASET to train on, or --resume CHECKPOINT"),
     };
     let out = args.out.clone().unwrap_or_else(|| default_out_dir(&dataset));

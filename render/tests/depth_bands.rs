@@ -7,9 +7,7 @@
 
 use glam::Mat4;
 use splat_formats::{Loaded, Splats, load_file, sh_coeffs_for_degree};
-use splat_render::{
-    Camera, GpuContext, HeadlessOptions, Owner, RenderSettings, Renderer,
-};
+use splat_render::{Camera, GpuContext, HeadlessOptions, Owner, RenderSettings, Renderer};
 
 const SMALL: u64 = 64 << 10;
 

@@ -10,9 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use splat_render::kernels::Reduction;
-use splat_render::{
-    GpuContext, Owner, RenderSettings, Renderer, ShPrecision, reference, wgpu,
-};
+use splat_render::{GpuContext, Owner, RenderSettings, Renderer, ShPrecision, reference, wgpu};
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;

@@ -21,6 +21,7 @@ use splat_trainer::train::{
 
 use super::files::{FileEvent, Files, OpenKind, Opened, SaveKind};
 use super::history::History;
+use super::poses::{self, PosesWindow};
 use super::self_test::{self, SelfTestWindow};
 use super::viewer::{self, Viewer};
 use super::{GuiArgs, sample};
@@ -219,6 +220,8 @@ pub struct UiState {
     pub frame_current: bool,
     /// Help → Self-test: `Some(passed)` once it has finished.
     pub self_test: Option<bool>,
+    /// The camera-pose window is shown (asking, running or failed).
+    pub poses_window: bool,
 }
 
 pub struct SplatApp {
@@ -264,6 +267,10 @@ pub struct SplatApp {
     /// Help → Self-test: its window while running or shown, and the report being saved.
     self_test: Option<SelfTestWindow>,
     self_test_json: Option<String>,
+    /// Camera poses for dropped photos or a video: the question, then the run.
+    poses: Option<PosesWindow>,
+    /// COLMAP's executable for those runs (empty: `colmap` on the `PATH`).
+    colmap_path: String,
 }
 
 impl SplatApp {
@@ -339,6 +346,8 @@ impl SplatApp {
             kept: None,
             self_test: None,
             self_test_json: None,
+            poses: None,
+            colmap_path: String::new(),
         };
         let adapter = &app.gpu.adapter_info;
         app.info(format!(
@@ -572,6 +581,26 @@ impl SplatApp {
         }
     }
 
+    fn poses_window(&mut self, ctx: &egui::Context) {
+        let Some(window) = self.poses.as_mut() else { return };
+        let action = window.show(ctx, &mut self.colmap_path);
+        if !window.is_open() {
+            self.poses = None;
+        }
+        match action {
+            poses::Action::None => {}
+            poses::Action::Open { dataset, summary, warnings } => {
+                self.info(summary);
+                for warning in warnings {
+                    self.warning(warning);
+                }
+                self.load_dataset(dataset);
+            }
+            poses::Action::Ended(Ok(message)) => self.info(message),
+            poses::Action::Ended(Err(message)) => self.error(message),
+        }
+    }
+
     // ---- Events ------------------------------------------------------------------------
 
     /// Handles what the other threads sent since the last frame.
@@ -698,6 +727,17 @@ impl SplatApp {
             }
             FileEvent::Opened(opened) => match opened {
                 Opened::Dataset(path) => self.load_dataset(path),
+                Opened::NeedsPoses { path, input } => {
+                    if self.poses.as_ref().is_some_and(PosesWindow::is_running) {
+                        self.error(format!(
+                            "{}: camera poses are being computed for another input; wait for \
+                             them or cancel them first",
+                            path.display()
+                        ));
+                    } else {
+                        self.poses = Some(PosesWindow::ask(path, input));
+                    }
+                }
                 Opened::Checkpoint(path) => {
                     if self.dataset.is_some() {
                         self.info(format!("Loading checkpoint {}", path.display()));
@@ -844,6 +884,7 @@ impl SplatApp {
                 .frame()
                 .is_some_and(|f| Some(f.camera) == self.requested_camera),
             self_test: self.self_test.as_ref().and_then(SelfTestWindow::passed),
+            poses_window: self.poses.is_some(),
         }
     }
 
@@ -871,6 +912,7 @@ impl eframe::App for SplatApp {
         self.handle_input(ui.ctx());
         self.draw(ui);
         self.self_test_window(ui.ctx());
+        self.poses_window(ui.ctx());
         if matches!(self.task_state, TaskState::Loading | TaskState::Training) {
             // Progress and the viewport change continuously; events also wake us.
             ui.ctx().request_repaint_after(Duration::from_millis(100));

@@ -25,6 +25,8 @@ pub enum Opened {
     PointCloud { path: PathBuf, points: usize },
     /// A trainer checkpoint.
     Checkpoint(PathBuf),
+    /// A folder of photos without camera poses, or a video: poses come first.
+    NeedsPoses { path: PathBuf, input: splat_poses::Input },
 }
 
 /// What the UI hears back.
@@ -193,6 +195,10 @@ impl Files {
 fn open(gpu: &GpuContext, path: &Path) -> Result<Opened, String> {
     let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
     let metadata = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let needs_poses = !splat_trainer::dataset::has_poses(path);
+    if needs_poses && let Ok(input) = splat_poses::Input::detect(path) {
+        return Ok(Opened::NeedsPoses { path: path.to_path_buf(), input });
+    }
     if metadata.is_dir() {
         return Ok(Opened::Dataset(path.to_path_buf()));
     }
@@ -221,8 +227,9 @@ fn open(gpu: &GpuContext, path: &Path) -> Result<Opened, String> {
             Err(e) => Err(e.to_string()),
         },
         _ => Err(format!(
-            "{}: not something Splatforge opens (a dataset folder or .zip, a .ply, \
-             .compressed.ply, .splat or .spz scene, a point-cloud .ply or a .ckpt checkpoint)",
+            "{}: not something Splatforge opens (a dataset folder or .zip, a folder of \
+             photos or a video to compute camera poses for, a .ply, .compressed.ply, .splat or \
+             .spz scene, a point-cloud .ply or a .ckpt checkpoint)",
             path.display()
         )),
     }

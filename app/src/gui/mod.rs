@@ -3,12 +3,14 @@
 //! Threads (all named): the UI thread (eframe) only reads channels and shared slots and
 //! queues commands; `splat-trainer` owns every run ([`splat_trainer::task`]); `splat-viewer`
 //! renders the viewport into a texture ([`viewer`]); `splat-files` opens files and
-//! `file-dialog` runs native dialogs ([`files`]). The UI thread never waits on the GPU.
+//! `file-dialog` runs native dialogs ([`files`]); `colmap-poses` computes camera poses for
+//! dropped photos or a video ([`poses`]). The UI thread never waits on the GPU.
 
 mod app;
 mod files;
 mod history;
 mod panels;
+mod poses;
 pub mod sample;
 mod self_test;
 mod viewer;

@@ -193,8 +193,9 @@ impl SplatApp {
                      Ctrl+S: save checkpoint\nCtrl+O: open\n\nViewport: drag to orbit, \
                      right-drag to pan, scroll to zoom, Ctrl+drag to look around, \
                      W A S D Q E to fly, double-click to reset.\n\nDrop a dataset folder or \
-                     .zip, a splat file to view, a point-cloud .ply (init.ply) or a \
-                     checkpoint onto the window.",
+                     .zip, a folder of photos or a video (camera poses by COLMAP), a splat \
+                     file to view, a point-cloud .ply (init.ply) or a checkpoint onto the \
+                     window.",
                 );
             });
         });

@@ -153,6 +153,14 @@ pub(crate) struct ParsedDataset {
     warnings: Vec<String>,
 }
 
+/// Whether `path` (a folder or `.zip`) holds camera poses we read: a `transforms.json` or a
+/// COLMAP model. Nothing is decoded; a path that cannot be opened has none.
+#[must_use]
+pub fn has_poses(path: &Path) -> bool {
+    DatasetSource::open(path)
+        .is_ok_and(|source| transforms::is_transforms(&source) || colmap::is_colmap(&source))
+}
+
 /// Loads a dataset folder or `.zip`: parses its cameras, decodes its images in parallel
 /// (downscaled to `options.max_resolution`), splits train / eval views and reads the point
 /// cloud to start from.
