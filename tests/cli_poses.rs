@@ -54,14 +54,14 @@ fn assert_nothing_left(out: &Path) {
 /// The desk-statue capture's 23 photos without its model: COLMAP's poses through us agree
 /// with the capture's own model.
 ///
-/// Thresholds: every photo registers in the capture's own model, so at least 22 of 23 (95%)
-/// must here. The capture's model was made from the full-size images; ours from 640-pixel
-/// ones, whose features are located about 1.6× less precisely, so the poses differ by a
-/// little more than two COLMAP runs at one size. Measured (COLMAP 3.8, 2 cores): all 23
-/// registered, median rotation error 0.04°, max 0.09°, median centre error 0.05% of the
-/// cameras' extent, max 0.15%. The bounds (0.5°, 2°, 1%, 3%) are ten times those and far
-/// below what a wrong pose gives (a mirrored or misregistered camera is tens of degrees and
-/// tens of percent off).
+/// Every photo registers in the capture's own model, so at least 22 of 23 (95%) must here.
+/// The capture's model was made from the full-size images, ours from 640-pixel ones (to keep
+/// CI short), and COLMAP's threads make each run differ a little. Measured (COLMAP 3.8, this
+/// 2-core machine, three runs): all 23 registered; rotation error median 0.087–0.096°, max
+/// 0.146°; centre error median 0.59–0.70%, max 1.32–1.43% of the cameras' extent. The bounds
+/// (0.5° and 1°; 2% and 4%) leave three to five times that for other versions and machines,
+/// and are far below what a wrong pose gives (a misregistered or mirrored camera is off by
+/// tens of degrees and tens of percent).
 #[test]
 fn photos_get_poses_that_agree_with_the_captures_own_model() {
     if !engines_present("photos_get_poses_that_agree_with_the_captures_own_model") {
@@ -94,9 +94,9 @@ fn photos_get_poses_that_agree_with_the_captures_own_model() {
     let comparison = &report["comparison"];
     let figure = |key: &str| comparison[key].as_f64().unwrap();
     assert!(figure("median_rotation_deg") < 0.5, "{comparison}");
-    assert!(figure("max_rotation_deg") < 2.0, "{comparison}");
-    assert!(figure("median_centre_error") < 0.01, "{comparison}");
-    assert!(figure("max_centre_error") < 0.03, "{comparison}");
+    assert!(figure("max_rotation_deg") < 1.0, "{comparison}");
+    assert!(figure("median_centre_error") < 0.02, "{comparison}");
+    assert!(figure("max_centre_error") < 0.04, "{comparison}");
     // An ordinary COLMAP dataset: images/ and sparse/0/, nothing else.
     let mut entries: Vec<String> = std::fs::read_dir(&out)
         .unwrap()

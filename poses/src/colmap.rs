@@ -12,10 +12,19 @@ use std::path::{Path, PathBuf};
 use crate::process::{Engine, Finished};
 use crate::{Cancel, Matcher, PosesError};
 
-pub(crate) const ADVICE: &str = "Install COLMAP (Debian or Ubuntu: `sudo apt install colmap`; \
-    macOS: `brew install colmap`; Windows: a release from \
-    https://github.com/colmap/colmap/releases) or say where it is: `--colmap PATH` on the \
-    command line, the COLMAP field in the window";
+/// How to get COLMAP on this system.
+pub(crate) const ADVICE: &str = if cfg!(target_os = "macos") {
+    "Install it with Homebrew (`brew install colmap`) or say where it is: `--colmap PATH` on \
+     the command line, the COLMAP field in the window"
+} else if cfg!(windows) {
+    "Install it from https://github.com/colmap/colmap/releases (unzip, then point at \
+     COLMAP.bat) or say where it is: `--colmap PATH` on the command line, the COLMAP field in \
+     the window"
+} else {
+    "Install it with your distribution's package (Debian, Ubuntu: `sudo apt install \
+     colmap`; Fedora: `sudo dnf install colmap`; Arch: from the AUR) or say where it is: \
+     `--colmap PATH` on the command line, the COLMAP field in the window"
+};
 
 /// Lines COLMAP's mapper prints when no two images overlap enough to start from: no pair
 /// passed its checks, or no pair matched at all.

@@ -20,9 +20,15 @@ const WINDOW: u32 = 4;
 /// cheap.
 const SHARPNESS_SIZE: u32 = 480;
 
-const FFMPEG_ADVICE: &str = "Install ffmpeg (Debian or Ubuntu: `sudo apt install ffmpeg`; \
-    macOS: `brew install ffmpeg`; Windows: a build from https://ffmpeg.org/download.html) or \
-    say where it is: `--ffmpeg PATH` on the command line";
+/// How to get ffmpeg on this system.
+const FFMPEG_ADVICE: &str = if cfg!(target_os = "macos") {
+    "Install it with Homebrew (`brew install ffmpeg`) or say where it is: `--ffmpeg PATH`"
+} else if cfg!(windows) {
+    "Install a build from https://ffmpeg.org/download.html or say where it is: `--ffmpeg PATH`"
+} else {
+    "Install it with your distribution's package (Debian, Ubuntu: `sudo apt install ffmpeg`) \
+     or say where it is: `--ffmpeg PATH`"
+};
 
 /// What ffprobe says of a video.
 #[derive(Clone, Copy, Debug)]
