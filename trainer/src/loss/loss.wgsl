@@ -19,8 +19,13 @@
 // Masks: the ground truth's alpha byte is the pixel's weight w (255: counts, 0: left out).
 // Every per-pixel term (1 − S, |x − y|, (x − y)²) and its derivative is multiplied by w, and
 // the tile sums carry Σw, by which the CPU divides the metrics. The gradient's scales stay
-// 1/(3·W·H): a counted pixel weighs the same whatever its image's mask. w = 1 exactly for an
-// opaque byte, so unmasked images give the same bits as without masks.
+// 1/(3·W·H): a counted pixel weighs the same whatever its image's mask. A window's statistics
+// are weighted means: each pixel enters the blur with its weight, the zero padding outside the
+// image with weight 1 (3DGS's padding), and a window that holds a pixel of weight below 1 is
+// divided by its total weight N = Σ g·w, so a pixel left out is in no statistics (it gets no
+// SSIM gradient: the maps carry w/N and the backward multiplies by the pixel's own w). A
+// window without such a pixel has N = 1 and is not divided, and w = 1 exactly for an opaque
+// byte, so unmasked images give the same bits as before masks existed.
 //
 // Transparency: a target may carry an alpha plane after its H·W pixels (four pixels a word,
 // pixel i in byte i % 4 of word H·W + i / 4), the image's own alpha α. Its colours were
@@ -100,6 +105,7 @@ fn halo_pixel(origin: vec2<u32>, k: u32) -> i32 {
 // ---- forward: SSIM, L1 and squared error per tile; derivative maps for the backward -------
 
 var<workgroup> fwd_xy: array<vec2<f32>, SPAN_PIXELS>;   // (x, y) of one channel
+var<workgroup> fwd_w: array<f32, SPAN_PIXELS>;          // weights (1 outside the image)
 // Horizontal blur of (x, y, xy, (x − y)²); reused for the reduction at the end.
 var<workgroup> fwd_rows: array<vec4<f32>, ROW_PIXELS>;
 
@@ -123,6 +129,41 @@ fn ssim_forward(
         sums.w = w;
     }
 
+    // The weights of the tile and its halo, and this pixel's window: its total weight N and
+    // Σ(1 − w), which is 0 exactly when no pixel of the window has a weight below 1.
+    for (var k = lid; k < SPAN_PIXELS; k += TILE_PIXELS) {
+        let j = halo_pixel(origin, k);
+        var pixel_weight = 1.0;
+        if j >= 0 {
+            pixel_weight = weight(u32(j));
+        }
+        fwd_w[k] = pixel_weight;
+    }
+    workgroupBarrier();
+    for (var k = lid; k < ROW_PIXELS; k += TILE_PIXELS) {
+        let first = (k / TILE) * SPAN + k % TILE;
+        var acc = vec2<f32>(0.0);
+        for (var t = 0u; t < WINDOW; t++) {
+            let pixel_weight = fwd_w[first + t];
+            acc += vec2<f32>(GAUSSIAN[t] * pixel_weight, 1.0 - pixel_weight);
+        }
+        fwd_rows[k] = vec4<f32>(acc, 0.0, 0.0);
+    }
+    workgroupBarrier();
+    var window = vec2<f32>(0.0);
+    for (var t = 0u; t < WINDOW; t++) {
+        let row = fwd_rows[(local.y + t) * TILE + local.x];
+        window += vec2<f32>(GAUSSIAN[t] * row.x, row.y);
+    }
+    // Divide by N only where the window leaves something out, and never by 0 (a window of
+    // pixels all left out belongs to a pixel left out, whose terms count for nothing).
+    let normalise = window.y > 0.0 && window.x > 0.0;
+    // This pixel's weight in the derivative maps: w, over N where the window is normalised.
+    var map_weight = w;
+    if normalise {
+        map_weight = w / window.x;
+    }
+
     for (var c = 0u; c < 3u; c++) {
         // The tile and its halo.
         for (var k = lid; k < SPAN_PIXELS; k += TILE_PIXELS) {
@@ -138,14 +179,16 @@ fn ssim_forward(
         // as soon as everyone is past the next barrier.
         let centre = fwd_xy[(local.y + RADIUS) * SPAN + local.x + RADIUS];
 
-        // Horizontal pass: SPAN rows × TILE columns.
+        // Horizontal pass: SPAN rows × TILE columns, each pixel by its weight (× 1 exactly
+        // without a mask). The first channel's overwrites the window pass's rows, which
+        // everyone has read before the barrier after the load above.
         for (var k = lid; k < ROW_PIXELS; k += TILE_PIXELS) {
             let first = (k / TILE) * SPAN + k % TILE;
             var acc = vec4<f32>(0.0);
             for (var t = 0u; t < WINDOW; t++) {
                 let xy = fwd_xy[first + t];
                 let d = xy.x - xy.y;
-                acc += GAUSSIAN[t] * vec4<f32>(xy.x, xy.y, xy.x * xy.y, d * d);
+                acc += (GAUSSIAN[t] * fwd_w[first + t]) * vec4<f32>(xy.x, xy.y, xy.x * xy.y, d * d);
             }
             fwd_rows[k] = acc;
         }
@@ -156,6 +199,9 @@ fn ssim_forward(
         var m = vec4<f32>(0.0);
         for (var t = 0u; t < WINDOW; t++) {
             m += GAUSSIAN[t] * fwd_rows[(local.y + t) * TILE + local.x];
+        }
+        if normalise {
+            m /= window.x;
         }
         let mu_x = m.x;
         let mu_y = m.y;
@@ -180,9 +226,9 @@ fn ssim_forward(
                 let d_p = 2.0 * a1 * d2 / (denominator * b2);
                 let d_q = -a1 * a2 / (denominator * b2);
                 let base = 3u * c * n + i;
-                maps[base] = w * d_mu;
-                maps[base + n] = w * d_p;
-                maps[base + 2u * n] = w * d_q;
+                maps[base] = map_weight * d_mu;
+                maps[base + n] = map_weight * d_p;
+                maps[base + 2u * n] = map_weight * d_q;
             }
         }
     }
@@ -270,8 +316,10 @@ fn ssim_backward(
         if inside {
             let x = rendered[i][c];
             let y = ground_truth_channel(i, c);
-            let d_ssim = blurred.x + y * blurred.y + 2.0 * (x - y) * blurred.z;
-            grad[c] = params.l1_scale * weight(i) * sign(x - y) + params.ssim_scale * d_ssim;
+            // This pixel enters its neighbours' statistics with its weight.
+            let w = weight(i);
+            let d_ssim = w * (blurred.x + y * blurred.y + 2.0 * (x - y) * blurred.z);
+            grad[c] = params.l1_scale * w * sign(x - y) + params.ssim_scale * d_ssim;
         }
         // Everyone has read the vertical pass's input before the next channel loads.
         workgroupBarrier();

@@ -9,7 +9,11 @@
 //! - MSE (for PSNR) is the mean of (render − ground truth)² over pixels and channels.
 //!
 //! With a mask the means are weighted: each pixel by its weight w in 0..1 (the ground truth's
-//! alpha byte / 255; 0 = left out), divided by Σw. The gradient keeps the scale 1/(3·W·H)
+//! alpha byte / 255; 0 = left out), divided by Σw; and SSIM's window statistics leave out
+//! what the mask leaves out: each pixel counts in a window with its weight, and a window that
+//! holds a pixel of weight below 1 is divided by its total weight (the zero padding outside
+//! the image counts with weight 1, as in 3DGS). So an undistorted view's uncovered border, or
+//! a masked-out object, changes no counted pixel's SSIM. The gradient keeps the scale 1/(3·W·H)
 //! (it is the gradient of Σw·term / (3·W·H)), so that a counted pixel weighs the same in every
 //! image; for an image without a mask (w = 1 everywhere) both are the plain means.
 //!
@@ -72,7 +76,7 @@ const SHADER: &str = include_str!("loss.wgsl");
 /// Workgroup memory of the kernels in bytes (keep in sync with loss.wgsl): it must fit the
 /// 16 KiB every WebGPU device offers.
 const SPAN: usize = TILE as usize + 2 * RADIUS;
-const FORWARD_SHARED_BYTES: usize = SPAN * SPAN * 8 + SPAN * TILE as usize * 16;
+const FORWARD_SHARED_BYTES: usize = SPAN * SPAN * (8 + 4) + SPAN * TILE as usize * 16;
 const BACKWARD_SHARED_BYTES: usize = SPAN * SPAN * 16;
 const _: () = assert!(FORWARD_SHARED_BYTES <= 16384 && BACKWARD_SHARED_BYTES <= 16384);
 const _: () = assert!(TILE * TILE <= 256, "the WebGPU minimum of invocations per workgroup");

@@ -8,6 +8,13 @@
 //! Its gradient follows the chain through the blurred quantities μx, E\[x²\] and E\[xy\] at
 //! every pixel q: `Σ_q ∂S_q/∂x_p = blur(∂S/∂μx) + 2·x·blur(∂S/∂E[x²]) + y·blur(∂S/∂E[xy])`
 //! at p, since the zero-padded symmetric window is its own adjoint.
+//!
+//! With a mask (a weight w a pixel, 0..1), the window's statistics are weighted means: each
+//! pixel counts with its weight, the zero padding outside the image with weight 1 (as
+//! without a mask), and each moment is divided by the window's total weight
+//! N = blur(w) + (1 − blur(1)). A pixel left out (w = 0) is in no window's statistics, so it
+//! changes no counted pixel's SSIM and gets no SSIM gradient: the gradient at p becomes
+//! `w_p·[blur(w∂S/∂μx / N) + 2·x·blur(w∂S/∂E[x²] / N) + y·blur(w∂S/∂E[xy] / N)]`.
 
 use super::{C1, C2, ImageMetrics, LossWeights, RADIUS, gaussian_window};
 
@@ -68,16 +75,34 @@ fn channel(image: &[Rgb], c: usize) -> Vec<f64> {
     image.iter().map(|p| p[c]).collect()
 }
 
-fn moments(x: &[f64], y: &[f64], width: usize, height: usize) -> Moments {
-    let product = |f: &dyn Fn(usize) -> f64| -> Vec<f64> {
-        blur(&(0..x.len()).map(f).collect::<Vec<_>>(), width, height)
+/// The windows' total weights N (see the module docs): 1 everywhere without a mask.
+fn window_weights(mask: Option<&[f64]>, width: usize, height: usize) -> Vec<f64> {
+    let Some(mask) = mask else { return vec![1.0; width * height] };
+    let inside = blur(&vec![1.0; width * height], width, height);
+    blur(mask, width, height).iter().zip(inside).map(|(w, one)| w + (1.0 - one)).collect()
+}
+
+/// The weighted window statistics of `x` and `y` (`n`: the windows' total weights).
+fn moments(
+    (x, y): (&[f64], &[f64]),
+    mask: Option<&[f64]>,
+    n: &[f64],
+    width: usize,
+    height: usize,
+) -> Moments {
+    let weight = |i: usize| mask.map_or(1.0, |m| m[i]);
+    let mean = |f: &dyn Fn(usize) -> f64| -> Vec<f64> {
+        let blurred =
+            blur(&(0..x.len()).map(|i| weight(i) * f(i)).collect::<Vec<_>>(), width, height);
+        // A window of pixels all left out has N = 0 (and nothing to count).
+        blurred.iter().zip(n).map(|(b, n)| if *n == 0.0 { 0.0 } else { b / n }).collect()
     };
     Moments {
-        mu_x: blur(x, width, height),
-        mu_y: blur(y, width, height),
-        xx: product(&|i| x[i] * x[i]),
-        yy: product(&|i| y[i] * y[i]),
-        xy: product(&|i| x[i] * y[i]),
+        mu_x: mean(&|i| x[i]),
+        mu_y: mean(&|i| y[i]),
+        xx: mean(&|i| x[i] * x[i]),
+        yy: mean(&|i| y[i] * y[i]),
+        xy: mean(&|i| x[i] * y[i]),
     }
 }
 
@@ -107,8 +132,9 @@ fn ssim_at(m: &Moments, i: usize) -> (f64, [f64; 3]) {
 pub fn ssim_map(render: &[Rgb], gt: &[Rgb], width: usize, height: usize) -> Vec<Rgb> {
     assert_eq!(render.len(), gt.len(), "image sizes");
     let mut map = vec![[0.0; 3]; render.len()];
+    let n = window_weights(None, width, height);
     for c in 0..3 {
-        let m = moments(&channel(render, c), &channel(gt, c), width, height);
+        let m = moments((&channel(render, c), &channel(gt, c)), None, &n, width, height);
         for (i, pixel) in map.iter_mut().enumerate() {
             pixel[c] = ssim_at(&m, i).0;
         }
@@ -169,9 +195,9 @@ pub fn loss(
 
 /// [`metrics`] and the gradient of [`loss`] with a weight w a pixel (`mask`, 0..1; `None`: 1
 /// everywhere). The metrics are weighted means: the sum over pixels of w times the sum over
-/// channels of the term, over 3·Σw. The gradient is that of the same sums of
-/// `w_l1`·|x − y| + `w_ssim`·(1 − S) over 3·W·H: the SSIM map is the whole image's, each
-/// pixel's S weighted by its own w.
+/// channels of the term, over 3·Σw; each pixel's S comes from its window's weighted
+/// statistics (the module docs). The gradient is that of the same sums of
+/// `w_l1`·|x − y| + `w_ssim`·(1 − S) over 3·W·H.
 #[must_use]
 pub fn masked(
     render: &[Rgb],
@@ -188,15 +214,17 @@ pub fn masked(
     let (w_l1, w_ssim) = (f64::from(weights.l1), f64::from(weights.ssim));
     let (mut dissimilarity, mut abs_sum, mut squared_sum) = (0.0, 0.0, 0.0);
     let mut grad = vec![[0.0; 3]; render.len()];
+    let n = window_weights(mask, width, height);
     for c in 0..3 {
         let (x, y) = (channel(render, c), channel(gt, c));
-        let m = moments(&x, &y, width, height);
+        let m = moments((&x, &y), mask, &n, width, height);
         let mut maps = [vec![0.0; x.len()], vec![0.0; x.len()], vec![0.0; x.len()]];
         for i in 0..x.len() {
             let (s, partials) = ssim_at(&m, i);
             dissimilarity += weight(i) * (1.0 - s);
             for (map, partial) in maps.iter_mut().zip(partials) {
-                map[i] = weight(i) * partial;
+                // A pixel left out has weight 0 and may have an empty window (N = 0).
+                map[i] = if weight(i) > 0.0 { weight(i) * partial / n[i] } else { 0.0 };
             }
         }
         let [d_mu, d_xx, d_xy] = maps.map(|map| blur(&map, width, height));
@@ -205,7 +233,7 @@ pub fn masked(
             abs_sum += weight(i) * d.abs();
             squared_sum += weight(i) * d * d;
             let sign = sign_or_zero(d);
-            let d_ssim = d_mu[i] + 2.0 * x[i] * d_xx[i] + y[i] * d_xy[i];
+            let d_ssim = weight(i) * (d_mu[i] + 2.0 * x[i] * d_xx[i] + y[i] * d_xy[i]);
             g[c] = (w_l1 * weight(i) * sign - w_ssim * d_ssim) / (3.0 * pixels);
         }
     }
