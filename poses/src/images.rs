@@ -156,3 +156,97 @@ fn focal_length_px(exif: Vec<u8>, stored: (u32, u32), written: (u32, u32)) -> Op
     let written_long = f64::from(written.0.max(written.1));
     positive(focal_mm * pixels_per_unit / unit_mm * written_long / stored_long)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A JPEG of `image` with an EXIF block (orientation, 35 mm focal length) after SOI.
+    fn jpeg_with_exif(image: &image::RgbImage, orientation: u16, focal_35mm: u16) -> Vec<u8> {
+        let mut jpeg = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 95)
+            .encode_image(image)
+            .unwrap();
+        // TIFF, little-endian: IFD0 at 8 with Orientation and the Exif IFD's offset; the Exif
+        // IFD at 38 with FocalLengthIn35mmFilm.
+        let entry = |tag: u16, kind: u16, value: u32| -> Vec<u8> {
+            [&tag.to_le_bytes()[..], &kind.to_le_bytes(), &1u32.to_le_bytes(), &value.to_le_bytes()]
+                .concat()
+        };
+        let mut tiff = b"II\x2a\x00\x08\x00\x00\x00".to_vec();
+        tiff.extend(2u16.to_le_bytes());
+        tiff.extend(entry(0x0112, 3, u32::from(orientation)));
+        tiff.extend(entry(0x8769, 4, 38));
+        tiff.extend(0u32.to_le_bytes());
+        assert_eq!(tiff.len(), 38);
+        tiff.extend(1u16.to_le_bytes());
+        tiff.extend(entry(0xa405, 3, u32::from(focal_35mm)));
+        tiff.extend(0u32.to_le_bytes());
+        let mut app1 = b"Exif\x00\x00".to_vec();
+        app1.extend(tiff);
+        let length = u16::try_from(app1.len() + 2).unwrap();
+        let mut out = jpeg[..2].to_vec();
+        out.extend([0xff, 0xe1]);
+        out.extend(length.to_be_bytes());
+        out.extend(app1);
+        out.extend(&jpeg[2..]);
+        out
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("splat-poses-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("out")).unwrap();
+        dir
+    }
+
+    /// A portrait phone photo stored landscape with orientation 6 (turn 90° clockwise) comes
+    /// out upright, its focal length from the 35 mm equivalent.
+    #[test]
+    fn a_turned_photo_is_made_upright_with_its_focal_length() {
+        let dir = scratch("upright");
+        // 64×48 stored; a red block in its top-left corner.
+        let stored = image::RgbImage::from_fn(64, 48, |x, y| {
+            if x < 16 && y < 16 { image::Rgb([250, 10, 10]) } else { image::Rgb([20, 20, 200]) }
+        });
+        let source = dir.join("phone.jpg");
+        std::fs::write(&source, jpeg_with_exif(&stored, 6, 26)).unwrap();
+        let prepared = prepare(&source, &dir.join("out"), 1600).unwrap();
+        assert_eq!((prepared.width, prepared.height), (48, 64));
+        let written = image::open(dir.join("out/phone.jpg")).unwrap().to_rgb8();
+        assert_eq!(written.dimensions(), (48, 64));
+        // Turned clockwise, the stored top-left is the upright top-right.
+        let red = |p: &image::Rgb<u8>| p.0[0] > 200 && p.0[2] < 60;
+        assert!(red(written.get_pixel(40, 8)), "{:?}", written.get_pixel(40, 8));
+        assert!(!red(written.get_pixel(8, 8)));
+        // 26 mm on 35 mm film: 26 / 43.27 of the diagonal (80 px).
+        let focal = prepared.focal_px.unwrap();
+        assert!((focal - 26.0 * 80.0 / FILM_DIAGONAL_MM).abs() < 1e-9, "{focal}");
+
+        // Halved to 32 on the long side: the same photo, half the focal length.
+        std::fs::remove_file(dir.join("out/phone.jpg")).unwrap();
+        let small = prepare(&source, &dir.join("out"), 32).unwrap();
+        assert_eq!((small.width, small.height), (24, 32));
+        assert!((small.focal_px.unwrap() - focal / 2.0).abs() < 1e-9);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An upright photo that fits keeps its own bytes; one without EXIF has no focal prior.
+    #[test]
+    fn an_upright_photo_that_fits_is_copied() {
+        let dir = scratch("copied");
+        let image = image::RgbImage::from_pixel(40, 30, image::Rgb([90, 120, 30]));
+        let mut bytes = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new(&mut bytes).encode_image(&image).unwrap();
+        let source = dir.join("plain.JPG");
+        std::fs::write(&source, &bytes).unwrap();
+        let prepared = prepare(&source, &dir.join("out"), 1600).unwrap();
+        assert_eq!(
+            (prepared.name.as_str(), prepared.width, prepared.height),
+            ("plain.JPG", 40, 30)
+        );
+        assert_eq!(prepared.focal_px, None);
+        assert_eq!(std::fs::read(dir.join("out/plain.JPG")).unwrap(), bytes);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
