@@ -19,7 +19,6 @@ mod images;
 mod process;
 mod video;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -413,16 +412,15 @@ impl Run<'_> {
             }
             Ok(prepared)
         })?;
-        let mut groups: BTreeMap<_, (CameraPrior, Vec<String>)> = BTreeMap::new();
-        for image in prepared {
-            let prior = CameraPrior {
-                params: image
-                    .focal_px
-                    .map(|f| [f, f64::from(image.width) / 2.0, f64::from(image.height) / 2.0, 0.0]),
-            };
-            groups.entry(image.camera_key()).or_insert((prior, Vec::new())).1.push(image.name);
-        }
-        Ok(groups.into_values().collect())
+        let groups = images::camera_groups(prepared, images)?;
+        Ok(groups
+            .into_iter()
+            .map(|group| {
+                let (cx, cy) = (f64::from(group.width) / 2.0, f64::from(group.height) / 2.0);
+                let prior = CameraPrior { params: group.focal_px.map(|f| [f, cx, cy, 0.0]) };
+                (prior, group.names)
+            })
+            .collect())
     }
 
     /// Cuts the video's frames into `work/images`: their names, in order.
