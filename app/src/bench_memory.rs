@@ -2,7 +2,7 @@
 //! (`splat_trainer::memory`) next to the peak the ledger measures on the same runs.
 //!
 //! Each run starts at its splat cap from random points in the dataset's camera bounds (a
-//! sixteenth of them dead) and refines (MCMC, or 3DGS with `--strategy default`) at step 2,
+//! sixteenth of them dead) and refines (MCMC, or 3DGS with `--strategy 3dgs`) at step 2,
 //! so that the refinement at the cap (old and new state side by side) is among the measured
 //! steps. The
 //! prediction is made before the run, with the tile intersections per splat measured by

@@ -92,8 +92,10 @@ enum Command {
         /// Longest image side in pixels [default: 1600; with --resume, the checkpoint's].
         #[arg(long)]
         max_resolution: Option<u32>,
-        /// Densification strategy: default (3DGS) or mcmc.
-        #[arg(long, default_value = "default")]
+        /// How splats grow and go: compact (3DGS's rules, growth paced and unneeded splats
+        /// faded out: the same picture from a fraction of the splats), 3dgs (the original) or
+        /// mcmc.
+        #[arg(long, default_value = "compact")]
         strategy: String,
         #[arg(long, default_value_t = 3_000_000)]
         max_splats: u32,
@@ -185,7 +187,8 @@ enum Command {
         /// (252 fewer bytes a splat at SH degree 3).
         #[arg(long, default_value = "f32", value_parser = splatforge::parse_sh_precision)]
         sh_precision: ShPrecision,
-        /// The refinement at the cap: mcmc (relocation) or default (3DGS prune, clone, split).
+        /// The refinement at the cap: mcmc (relocation) or 3dgs (prune, clone, split; the
+        /// compact strategy's too).
         #[arg(long, default_value = "mcmc", value_parser = parse_measured_strategy)]
         strategy: MeasuredStrategy,
         #[arg(long, default_value_t = 256)]
@@ -428,7 +431,7 @@ fn parse_measured_strategy(text: &str) -> Result<MeasuredStrategy, String> {
     [MeasuredStrategy::Mcmc, MeasuredStrategy::Default]
         .into_iter()
         .find(|s| s.name() == text.trim())
-        .ok_or_else(|| format!("{text:?}: mcmc or default"))
+        .ok_or_else(|| format!("{text:?}: mcmc or 3dgs"))
 }
 
 fn make_sample_scene(out: &std::path::Path) -> anyhow::Result<()> {

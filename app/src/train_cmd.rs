@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use splat_trainer::checkpoint;
 use splat_trainer::dataset::LoadOptions;
-use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
+use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::formats::Loaded;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::render::{GpuContext, ShPrecision};
@@ -73,9 +73,10 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         bail!("--export {other}: ply, spz or splat");
     }
     let strategy = match args.strategy.as_str() {
-        "default" => Strategy::Default(DefaultConfig::default()),
+        "compact" => Strategy::Compact(CompactConfig::default()),
+        "3dgs" => Strategy::Default(DefaultConfig::default()),
         "mcmc" => Strategy::Mcmc(McmcConfig { cap: args.max_splats, ..McmcConfig::default() }),
-        other => bail!("unknown strategy '{other}' (default or mcmc)"),
+        other => bail!("unknown strategy '{other}' (compact, 3dgs or mcmc)"),
     };
     if args.resume.is_some() && args.transparency.is_some() {
         bail!("--transparency: the checkpoint continues as it trained (leave the option out)");
@@ -171,13 +172,76 @@ fn resume_options(args: &TrainArgs, saved: Option<LoadOptions>) -> anyhow::Resul
 }
 
 /// Follows the task's events to the end of the run, then exports and writes the metrics.
+/// What [`follow`] gathers from a run's events for its summary and metrics.json.
+struct Tally {
+    evals: Vec<EvalStats>,
+    peak: u64,
+    start: Instant,
+    first_step: Option<u32>,
+    /// Σ intersections and steps, for the mean GPU work of a step.
+    intersections: (u64, u64),
+}
+
+impl Tally {
+    /// Exports the splats, prints the summary and writes metrics.json.
+    fn finish(
+        &self,
+        task: &TaskHandle,
+        args: &TrainArgs,
+        out: &Path,
+        progress: &Progress,
+        step: u32,
+    ) -> anyhow::Result<()> {
+        let seconds = self.start.elapsed().as_secs_f64();
+        let last = self.evals.last().copied();
+        let mut written = 0;
+        let mut files = Vec::new();
+        for extension in &args.export {
+            let path = out.join(format!("splats.{extension}"));
+            task.send(Command::Export { path: path.clone() })?;
+            written = wait_for_export(task)?;
+            let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+            files.push(format!("splats.{extension} {}", human_bytes(bytes)));
+        }
+        let quality = last.map_or_else(String::new, |e| {
+            format!(", eval PSNR {:.2} dB, SSIM {:.4}", e.psnr, e.ssim)
+        });
+        progress.finish(&format!(
+            "done: {step} steps, {written} splats{quality}; {} in {}",
+            files.join(", "),
+            out.display()
+        ));
+        let steps_run = step - self.first_step.unwrap_or(1) + 1;
+        let (intersections, steps) = self.intersections;
+        let metrics = json!({
+            "steps": step,
+            "seconds": seconds,
+            "steps_per_second": f64::from(steps_run) / seconds,
+            "final_psnr": last.map(|e| e.psnr),
+            "final_ssim": last.map(|e| e.ssim),
+            "splats": written,
+            "intersections_per_step": intersections as f64 / steps.max(1) as f64,
+            "peak_gpu_bytes": self.peak,
+            "eval": self.evals.iter().map(|e| json!({"step": e.step, "psnr": e.psnr, "ssim": e.ssim})).collect::<Vec<_>>(),
+        });
+        write_atomically(
+            &out.join("metrics.json"),
+            serde_json::to_string_pretty(&metrics)?.as_bytes(),
+        )
+        .map_err(anyhow::Error::msg)
+    }
+}
+
 fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()> {
     let progress = Progress::new(u64::from(args.steps));
-    let mut evals: Vec<EvalStats> = Vec::new();
-    let mut peak = 0_u64;
+    let mut tally = Tally {
+        evals: Vec::new(),
+        peak: 0,
+        start: Instant::now(),
+        first_step: None,
+        intersections: (0, 0),
+    };
     let mut gpu = 0_u64;
-    let mut start = Instant::now();
-    let mut first_step = None;
     let mut latest = None;
     let checkpoint = out.join("checkpoint.ckpt");
     loop {
@@ -203,10 +267,10 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
             Event::Warning(message) => progress.println(&format!("warning: {message}")),
             Event::RunStarted { splats, steps, .. } => {
                 progress.println(&format!("training {splats} splats for {steps} steps"));
-                start = Instant::now();
+                tally.start = Instant::now();
             }
             Event::Memory(snapshot) => {
-                peak = peak.max(snapshot.peak_bytes);
+                tally.peak = tally.peak.max(snapshot.peak_bytes);
                 gpu = snapshot.total_bytes;
             }
             Event::Eval(eval) => {
@@ -214,10 +278,12 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                     "step {}: eval PSNR {:.2} dB, SSIM {:.4} over {} views",
                     eval.step, eval.psnr, eval.ssim, eval.views
                 ));
-                evals.push(eval);
+                tally.evals.push(eval);
             }
             Event::Step(stats) => {
-                first_step.get_or_insert(stats.step);
+                tally.first_step.get_or_insert(stats.step);
+                tally.intersections.0 += u64::from(stats.intersections);
+                tally.intersections.1 += 1;
                 if args.checkpoint_every > 0 && stats.step % args.checkpoint_every == 0 {
                     task.send(Command::SaveCheckpoint { path: checkpoint.clone() })?;
                 }
@@ -241,36 +307,7 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
             Event::CheckpointSaved(path) => {
                 progress.println(&format!("checkpoint: {}", path.display()));
             }
-            Event::Finished { step } => {
-                let seconds = start.elapsed().as_secs_f64();
-                let last = evals.last().copied();
-                progress.finish(&last.map_or_else(String::new, |e| {
-                    format!("done: eval PSNR {:.2} dB, SSIM {:.4}", e.psnr, e.ssim)
-                }));
-                let mut written = 0;
-                for extension in &args.export {
-                    task.send(Command::Export { path: out.join(format!("splats.{extension}")) })?;
-                    written = wait_for_export(task)?;
-                }
-                let steps_run = step - first_step.unwrap_or(1) + 1;
-                let metrics = json!({
-                    "steps": step,
-                    "seconds": seconds,
-                    "steps_per_second": f64::from(steps_run) / seconds,
-                    "final_psnr": last.map(|e| e.psnr),
-                    "final_ssim": last.map(|e| e.ssim),
-                    "splats": written,
-                    "peak_gpu_bytes": peak,
-                    "eval": evals.iter().map(|e| json!({"step": e.step, "psnr": e.psnr, "ssim": e.ssim})).collect::<Vec<_>>(),
-                });
-                write_atomically(
-                    &out.join("metrics.json"),
-                    serde_json::to_string_pretty(&metrics)?.as_bytes(),
-                )
-                .map_err(anyhow::Error::msg)?;
-                eprintln!("wrote {}", out.display());
-                return Ok(());
-            }
+            Event::Finished { step } => return tally.finish(task, args, out, &progress, step),
             _ => {}
         }
     }

@@ -320,10 +320,8 @@ mod tests {
         ];
         let mut groups = camera_groups(prepared, &images).unwrap();
         groups.sort_by_key(|g| (g.height, g.focal_px.is_some()));
-        let summary: Vec<_> = groups
-            .iter()
-            .map(|g| (g.width, g.height, g.focal_px, g.names.clone()))
-            .collect();
+        let summary: Vec<_> =
+            groups.iter().map(|g| (g.width, g.height, g.focal_px, g.names.clone())).collect();
         assert_eq!(
             summary,
             [

@@ -72,7 +72,7 @@ use splat_formats::Splats;
 use splat_render::ShPrecision;
 
 use crate::dataset::{Dataset, LoadOptions};
-use crate::densify::{DefaultConfig, McmcConfig, Strategy};
+use crate::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
 use crate::loss::LossWeights;
 use crate::train::{HostOptimizerState, LearningRates, RunSnapshot, TrainConfig, Transparency};
 
@@ -1185,12 +1185,13 @@ impl From<LossWeightsDoc> for LossWeights {
     }
 }
 
-/// `{"default": {...}}` or `{"mcmc": {...}}`.
+/// `{"default": {...}}`, `{"mcmc": {...}}` or `{"compact": {...}}`.
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 enum StrategyDoc {
     Default(DefaultDoc),
     Mcmc(McmcDoc),
+    Compact(CompactDoc),
 }
 
 impl From<&Strategy> for StrategyDoc {
@@ -1198,6 +1199,7 @@ impl From<&Strategy> for StrategyDoc {
         match strategy {
             Strategy::Default(config) => Self::Default(config.into()),
             Strategy::Mcmc(config) => Self::Mcmc(config.into()),
+            Strategy::Compact(config) => Self::Compact(config.into()),
         }
     }
 }
@@ -1207,7 +1209,34 @@ impl From<StrategyDoc> for Strategy {
         match doc {
             StrategyDoc::Default(config) => Self::Default(config.into()),
             StrategyDoc::Mcmc(config) => Self::Mcmc(config.into()),
+            StrategyDoc::Compact(config) => Self::Compact(config.into()),
         }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompactDoc {
+    refine: DefaultDoc,
+    grow_fraction: F64,
+    opacity_reg: F32,
+}
+
+impl From<&CompactConfig> for CompactDoc {
+    fn from(config: &CompactConfig) -> Self {
+        let CompactConfig { refine, grow_fraction, opacity_reg } = config;
+        Self {
+            refine: refine.into(),
+            grow_fraction: F64(*grow_fraction),
+            opacity_reg: F32(*opacity_reg),
+        }
+    }
+}
+
+impl From<CompactDoc> for CompactConfig {
+    fn from(doc: CompactDoc) -> Self {
+        let CompactDoc { refine, grow_fraction, opacity_reg } = doc;
+        Self { refine: refine.into(), grow_fraction: grow_fraction.0, opacity_reg: opacity_reg.0 }
     }
 }
 

@@ -616,12 +616,13 @@ pub enum MeasuredStrategy {
 }
 
 impl MeasuredStrategy {
-    /// The command line's name: `mcmc` or `default`.
+    /// The command line's name: `mcmc` or `3dgs` (whose refinement compact's is, with a
+    /// smaller cap).
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
             Self::Mcmc => "mcmc",
-            Self::Default => "default",
+            Self::Default => "3dgs",
         }
     }
 }

@@ -136,6 +136,8 @@ pub struct StepStats {
     /// 1-based number of the step just taken.
     pub step: u32,
     pub splats: u32,
+    /// Splat-tile pairs the step rasterized: what its GPU work grows with.
+    pub intersections: u32,
     pub refine: Option<RefineStats>,
 }
 
@@ -895,10 +897,10 @@ impl Trainer {
                 &scratch.v_image,
                 &state.grads,
             )?;
-            if let Strategy::Mcmc(mcmc) = &config.strategy {
-                // MCMC's opacity and scale regularisers act on the gradients before Adam.
-                ctx.profile_stage("mcmc");
-                kernels.densifier.mcmc_regularize(&ctx, &mut encoder, mcmc, state)?;
+            if let Some(weights) = config.strategy.regularisers() {
+                // The opacity and scale regularisers act on the gradients before Adam.
+                ctx.profile_stage("regularisers");
+                kernels.densifier.regularize(&ctx, &mut encoder, weights, state)?;
             }
             kernels.adam.encode(
                 &ctx,
@@ -986,7 +988,7 @@ impl Trainer {
         let splats = state.splats.count;
         self.run = Some(Run::Active(state, scratch));
         self.step = step_number;
-        Ok(StepStats { step: step_number, splats, refine })
+        Ok(StepStats { step: step_number, splats, intersections: counts.intersections, refine })
     }
 
     /// The oldest step loss read back and not yet taken. A step's loss arrives a step or so

@@ -12,7 +12,7 @@ use splat_trainer::checkpoint::{
     self, Checkpoint, CheckpointError, DatasetIdentity, dataset_identity,
 };
 use splat_trainer::dataset::{LoadOptions, load_dataset};
-use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
+use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::formats::Splats;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::train::{
@@ -86,7 +86,7 @@ fn random_config(rng: &mut Rng, mcmc: bool) -> TrainConfig {
             scale_reg: rng.f32_not_nan(),
         })
     } else {
-        Strategy::Default(DefaultConfig {
+        let refine = DefaultConfig {
             refine_every: rng.u32(),
             start: rng.u32(),
             stop: rng.u32(),
@@ -97,7 +97,17 @@ fn random_config(rng: &mut Rng, mcmc: bool) -> TrainConfig {
             max_world_scale: rng.f32_not_nan(),
             opacity_reset_every: rng.u32(),
             opacity_reset_value: rng.f32_not_nan(),
-        })
+        };
+        // The compact strategy is the 3DGS rules and two numbers more.
+        if rng.u32().is_multiple_of(2) {
+            Strategy::Default(refine)
+        } else {
+            Strategy::Compact(CompactConfig {
+                refine,
+                grow_fraction: rng.f64_not_nan(),
+                opacity_reg: rng.f32_not_nan(),
+            })
+        }
     };
     TrainConfig {
         steps: rng.u32(),
@@ -247,9 +257,11 @@ fn round_trip_is_bit_exact() {
 #[test]
 fn round_trip_of_a_fresh_run_and_of_defaults() {
     // A fresh run has no optimizer state; default configs have "nice" decimal values.
-    for strategy in
-        [Strategy::Default(DefaultConfig::default()), Strategy::Mcmc(McmcConfig::default())]
-    {
+    for strategy in [
+        Strategy::Default(DefaultConfig::default()),
+        Strategy::Mcmc(McmcConfig::default()),
+        Strategy::Compact(CompactConfig::default()),
+    ] {
         let mut rng = Rng(2);
         let mut written = random_checkpoint(&mut rng, 10, 3, false);
         written.snapshot.optimizer = HostOptimizerState::default();

@@ -10,8 +10,8 @@
 use std::time::Instant;
 
 use splat_trainer::densify::{
-    DefaultConfig, Densifier, McmcConfig, NOISE_GATE_CENTER, NOISE_GATE_SHARPNESS, RefineStats,
-    SPLIT_SCALE_DIVISOR, Strategy, TrainState, relocation,
+    CompactConfig, DefaultConfig, Densifier, McmcConfig, NOISE_GATE_CENTER, NOISE_GATE_SHARPNESS,
+    RefineStats, SPLIT_SCALE_DIVISOR, Strategy, TrainState, relocation,
 };
 use splat_trainer::formats::Splats;
 use splat_trainer::render::gpu_splats::{read_bytes, read_f32, words_per_splat};
@@ -515,6 +515,73 @@ fn default_growth_stops_at_max_splats_highest_gradients_first() {
     assert_clean(&ctx);
 }
 
+/// Compact refinement: the 3DGS decisions, but a refinement leaves at most 10% more splats
+/// than it found (rounded up), the highest gradients first, and what it prunes makes room.
+#[test]
+fn compact_growth_is_paced_highest_gradients_first() {
+    let ctx = context();
+    let densifier = Densifier::new(&ctx);
+    let compact = Strategy::Compact(CompactConfig::default());
+    let n = 100;
+    let mut splats = scene(n, 0);
+    // All small and above the compact threshold (0.0008); splat i has gradient 0.001 + i · 1e-5.
+    let stats: Vec<[f32; 3]> = (0..n).map(|i| [0.001 + i as f32 * 1e-5, 1.0, 1.0]).collect();
+    let state = upload(&ctx, &splats);
+    write_stats(&ctx, &state, &stats);
+    let (state, result) = refine(&densifier, &ctx, &compact, EARLY_STEP, 1.0, 1000, SEED, state);
+    assert_eq!(state.splats.count, 110);
+    assert_eq!(result.unwrap().added, 10);
+    let got = state.splats.download(&ctx).unwrap();
+    assert_eq!(got.means[n..].to_vec(), splats.means[n - 10..].to_vec(), "the 10 highest");
+
+    // Twenty transparent splats are pruned: the output may hold 110, so 30 clones fit.
+    for opacity in &mut splats.opacity_logits[..20] {
+        *opacity = logit(0.001);
+    }
+    let state = upload(&ctx, &splats);
+    write_stats(&ctx, &state, &stats);
+    let (state, result) = refine(&densifier, &ctx, &compact, EARLY_STEP, 1.0, 1000, SEED, state);
+    let result = result.unwrap();
+    assert_eq!((state.splats.count, result.added, result.removed), (110, 30, 20));
+
+    // A gradient the 3DGS threshold (0.0002) grows but the compact one does not.
+    let state = upload(&ctx, &scene(n, 0));
+    write_stats(&ctx, &state, &vec![[0.0005, 1.0, 1.0]; n]);
+    let (state, result) = refine(&densifier, &ctx, &compact, EARLY_STEP, 1.0, 1000, SEED, state);
+    assert_eq!((state.splats.count, result.unwrap().added), (100, 0));
+
+    // max_splats caps as well, and a handful of splats still grows by one.
+    let state = upload(&ctx, &scene(n, 0));
+    write_stats(&ctx, &state, &stats);
+    let (state, _) = refine(&densifier, &ctx, &compact, EARLY_STEP, 1.0, 104, SEED, state);
+    assert_eq!(state.splats.count, 104);
+    let state = upload(&ctx, &scene(3, 0));
+    write_stats(&ctx, &state, &stats[..3]);
+    let (state, _) = refine(&densifier, &ctx, &compact, EARLY_STEP, 1.0, 1000, SEED, state);
+    assert_eq!(state.splats.count, 4);
+    assert_clean(&ctx);
+}
+
+/// What the window shows as the expected count: the paced growth over the run's refinements.
+#[test]
+fn most_splats_follows_each_strategys_growth() {
+    let compact = Strategy::Compact(CompactConfig::default());
+    // 3DGS refines every 100 steps after step 500: 15 refinements up to step 2000.
+    let mut count = 1000_u32;
+    for _ in 0..15 {
+        count += count.div_ceil(10);
+    }
+    assert_eq!(compact.most_splats(1000, 2000, 3_000_000), Some(count));
+    assert_eq!(compact.most_splats(1000, 499, 3_000_000), Some(1000));
+    assert_eq!(compact.most_splats(1000, 2000, 3000), Some(3000));
+    assert_eq!(compact.most_splats(5000, 0, 3000), Some(3000));
+    assert_eq!(mcmc(2000).most_splats(1000, 30_000, 3_000_000), Some(2000));
+    assert_eq!(mcmc(2000).most_splats(1000, 30_000, 1500), Some(1500));
+    assert_eq!(default_strategy().most_splats(1000, 2000, 3_000_000), None);
+    assert_eq!(compact.regularisers(), Some([0.01, 0.0]));
+    assert_eq!(default_strategy().regularisers(), None);
+}
+
 /// Size pruning (screen radius, world scale) starts after the first opacity reset.
 #[test]
 fn default_prunes_big_splats_only_after_the_first_reset() {
@@ -867,7 +934,9 @@ fn mcmc_regularization_gradients_match_the_cpu() {
     let config = McmcConfig { opacity_reg: 0.3, scale_reg: 0.7, ..McmcConfig::default() };
     let mut encoder =
         ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("reg") });
-    densifier.mcmc_regularize(&ctx, &mut encoder, &config, &state).unwrap();
+    densifier
+        .regularize(&ctx, &mut encoder, [config.opacity_reg, config.scale_reg], &state)
+        .unwrap();
     ctx.queue.submit([encoder.finish()]);
     let got_o = read_f32(&ctx, &state.grads.v_opacities, n).unwrap();
     let got_s = read_f32(&ctx, &state.grads.v_log_scales, 3 * n).unwrap();
@@ -989,7 +1058,9 @@ fn dispatches_folded_into_2d_give_the_same_results() {
         let mut encoder = ctx
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("mcmc") });
-        densifier.mcmc_regularize(&ctx, &mut encoder, &config, &state).unwrap();
+        densifier
+            .regularize(&ctx, &mut encoder, [config.opacity_reg, config.scale_reg], &state)
+            .unwrap();
         densifier.mcmc_noise(&ctx, &mut encoder, &config, &state, 1e-3, EARLY_STEP, SEED).unwrap();
         ctx.queue.submit([encoder.finish()]);
         (

@@ -10,7 +10,10 @@
 //! The test also computes what a window that mixes in the uncovered pixels gives, and checks
 //! that it is far off: the error this evaluation had, which the comparison would catch.
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
-#![allow(clippy::needless_range_loop, reason = "the channel indexes the render and the image alike")]
+#![allow(
+    clippy::needless_range_loop,
+    reason = "the channel indexes the render and the image alike"
+)]
 
 use std::path::Path;
 use std::sync::Arc;

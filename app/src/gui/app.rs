@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use glam::Vec3;
 use splat_trainer::dataset::{Dataset, LoadOptions};
-use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
+use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::loss::LossWeights;
 use splat_trainer::memory::{MemoryModel, RunShape, default_budget};
 use splat_trainer::render::view_controller::{ViewController, scene_focus, scene_up};
@@ -51,7 +51,8 @@ pub struct LogLine {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StrategyChoice {
-    Default,
+    Compact,
+    ThreeDgs,
     Mcmc,
 }
 
@@ -89,7 +90,8 @@ impl Settings {
     #[must_use]
     pub fn config(&self) -> TrainConfig {
         let strategy = match self.strategy {
-            StrategyChoice::Default => Strategy::Default(DefaultConfig::default()),
+            StrategyChoice::Compact => Strategy::Compact(CompactConfig::default()),
+            StrategyChoice::ThreeDgs => Strategy::Default(DefaultConfig::default()),
             StrategyChoice::Mcmc => {
                 Strategy::Mcmc(McmcConfig { cap: self.max_splats, ..McmcConfig::default() })
             }
@@ -299,7 +301,7 @@ impl SplatApp {
         let software = gpu.adapter_info.device_type == wgpu::DeviceType::Cpu;
         let settings = Settings {
             steps: args.steps.unwrap_or(DEFAULT_STEPS),
-            strategy: StrategyChoice::Default,
+            strategy: StrategyChoice::Compact,
             max_splats: 1_000_000,
             sh_degree: 3,
             sh_precision: ShPrecision::default(),
@@ -838,6 +840,18 @@ impl SplatApp {
         let peak = model.predict(&shape).peak_bytes;
         let fits = model.max_splats_for_budget(budget, &shape);
         Some((peak, fits))
+    }
+
+    /// The most splats the next run can reach with the current settings, where its strategy
+    /// bounds it (see [`Strategy::most_splats`]), from the dataset's initial points.
+    pub(super) fn expected_splats(&self) -> Option<u32> {
+        let dataset = &self.dataset.as_ref()?.dataset;
+        let initial = dataset.init_points.as_ref().map_or(
+            splat_trainer::task::RANDOM_INIT_POINTS,
+            splat_trainer::formats::PointCloud::len,
+        );
+        let config = self.settings.config();
+        config.strategy.most_splats(initial as u32, config.steps, config.max_splats)
     }
 
     /// The memory model's bytes for the current run as it is now (its splat count), to set

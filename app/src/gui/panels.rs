@@ -39,6 +39,12 @@ fn choice_row<T: PartialEq + Copy>(
     ui.end_row();
 }
 
+/// What the strategies do, for the strategy setting's tooltip.
+const STRATEGY_HINT: &str = "How splats grow and go. Compact (the default): 3DGS's rules with \
+    growth paced and unneeded splats faded out: the same picture from a fraction of the splats \
+    (smaller files, faster steps). 3DGS: the original adaptive density control, grows wherever \
+    the gradients are high. MCMC: relocates faint splats and grows to the max splats";
+
 /// What the SH precision setting does, for its tooltip.
 const SH_PRECISION_HINT: &str = "How the view-dependent colour (SH bands 1-3) and its optimizer \
     state are stored on the GPU: f16 takes 252 fewer bytes a splat at degree 3";
@@ -285,8 +291,13 @@ impl SplatApp {
             ui.add(egui::DragValue::new(&mut settings.steps).range(1..=1_000_000).speed(100))
                 .labelled_by(label.id);
             ui.end_row();
-            let strategies = [(StrategyChoice::Default, "3DGS"), (StrategyChoice::Mcmc, "MCMC")];
-            choice_row(ui, ("Strategy", None), editable, &mut settings.strategy, &strategies);
+            let strategies = [
+                (StrategyChoice::Compact, "Compact"),
+                (StrategyChoice::ThreeDgs, "3DGS"),
+                (StrategyChoice::Mcmc, "MCMC"),
+            ];
+            let label = ("Strategy", Some(STRATEGY_HINT));
+            choice_row(ui, label, editable, &mut settings.strategy, &strategies);
             let label = ui.label("Max splats");
             ui.add_enabled(
                 editable,
@@ -346,6 +357,13 @@ impl SplatApp {
                 self.error(format!("the trainer did not take the command: {e}"));
             }
         }
+        let splats = match self.expected_splats() {
+            Some(most) => format!("Splats: up to {most} with these settings"),
+            None => {
+                format!("Splats: as many as the images ask, up to {}", self.settings.max_splats)
+            }
+        };
+        ui.label(splats);
         if let Some((peak, fits)) = self.predicted() {
             let budget = self.settings.budget_bytes();
             let text = format!("Predicted peak {} of {}", human_bytes(peak), human_bytes(budget));

@@ -17,7 +17,7 @@
 //!
 //! Call order in a training step (1-based `step`):
 //! 1. forward, loss, backward (the rasterizer writes gradients and adds statistics);
-//! 2. MCMC only: [`Densifier::mcmc_regularize`] adds the regularisers' gradients;
+//! 2. MCMC and compact: [`Densifier::regularize`] adds the regularisers' gradients;
 //! 3. Adam;
 //! 4. [`Densifier::after_step`] refines / resets opacities when the strategy schedules it;
 //! 5. MCMC only: [`Densifier::mcmc_noise`] perturbs positions (gsplat's
@@ -185,11 +185,46 @@ pub const NOISE_GATE_SHARPNESS: f32 = 100.0;
 /// `min_opacity`).
 pub const NOISE_GATE_CENTER: f32 = 0.995;
 
+/// Compact refinement: the 3DGS rules ([`DefaultConfig`]) with growth paced and useless
+/// splats pushed out. A refinement leaves at most `grow_fraction` more splats than it found
+/// (what it prunes makes room), the candidates with the highest mean gradient first; an opacity regulariser (the mean opacity
+/// in the loss, as in 3DGS-MCMC) lets splats that nothing needs fade below `min_opacity`,
+/// where the prune takes them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompactConfig {
+    /// Schedule, growth and prune thresholds, opacity resets.
+    pub refine: DefaultConfig,
+    /// Most splats one refinement adds, net, as a fraction of the count before it.
+    pub grow_fraction: f64,
+    /// Weight of the mean opacity (after the sigmoid) in the loss.
+    pub opacity_reg: f32,
+}
+
+impl Default for CompactConfig {
+    /// Measured on the shared captures (BENCHMARKS.md, "Compact refinement"): 4× the 3DGS
+    /// gradient threshold keeps the splats that only chase noise from growing, and 10% a
+    /// refinement lets a run grow about 4× in its first 2,000 steps.
+    fn default() -> Self {
+        Self {
+            refine: DefaultConfig { grad_threshold: 0.0008, ..DefaultConfig::default() },
+            grow_fraction: 0.1,
+            opacity_reg: 0.01,
+        }
+    }
+}
+
+/// The most splats a compact refinement of `count` splats may leave: `count` plus
+/// `ceil(count · fraction)`, so that even a handful of splats can grow.
+fn paced_growth(count: u64, fraction: f64) -> u64 {
+    count + (count as f64 * fraction).ceil() as u64
+}
+
 /// How a run densifies.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Strategy {
     Default(DefaultConfig),
     Mcmc(McmcConfig),
+    Compact(CompactConfig),
 }
 
 impl Strategy {
@@ -200,7 +235,59 @@ impl Strategy {
         match self {
             Self::Default(config) => config.refines_at(step),
             Self::Mcmc(config) => config.refines_at(step),
+            Self::Compact(config) => config.refine.refines_at(step),
         }
+    }
+
+    /// Its name on the command line and in checkpoints' logs: `compact`, `3dgs` or `mcmc`.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Default(_) => "3dgs",
+            Self::Mcmc(_) => "mcmc",
+            Self::Compact(_) => "compact",
+        }
+    }
+
+    /// The most splats a run of `steps` steps from `initial` splats can reach, where the
+    /// strategy bounds it (compact: its paced growth; MCMC: its cap), never more than
+    /// `max_splats`. `None` for 3DGS, which grows as far as its gradients ask (up to
+    /// `max_splats`).
+    #[must_use]
+    pub fn most_splats(&self, initial: u32, steps: u32, max_splats: u32) -> Option<u32> {
+        let (grow, refines): (&dyn Fn(u64) -> u64, &dyn Fn(u32) -> bool) = match self {
+            Self::Default(_) => return None,
+            Self::Mcmc(config) => {
+                (&|n| (n as f64 * (1.0 + config.grow_fraction)).floor() as u64, &|s| {
+                    config.refines_at(s)
+                })
+            }
+            Self::Compact(config) => {
+                (&|n| paced_growth(n, config.grow_fraction), &|s| config.refine.refines_at(s))
+            }
+        };
+        let cap = match self {
+            Self::Mcmc(config) => config.cap.min(max_splats),
+            _ => max_splats,
+        };
+        let mut count = u64::from(initial);
+        for _refinement in (1..=steps).filter(|&s| refines(s)) {
+            count = grow(count).min(u64::from(cap));
+        }
+        Some(count.min(u64::from(cap)) as u32)
+    }
+
+    /// Weights of the regularisers `opacity_reg · mean(sigmoid(o)) + scale_reg · mean(exp(s))`
+    /// the strategy adds to the loss, if any.
+    #[must_use]
+    pub fn regularisers(&self) -> Option<[f32; 2]> {
+        let weights = match self {
+            Self::Default(_) => return None,
+            Self::Mcmc(config) => [config.opacity_reg, config.scale_reg],
+            Self::Compact(config) => [config.opacity_reg, 0.0],
+        };
+        let [opacity, scale] = weights;
+        (opacity != 0.0 || scale != 0.0).then_some(weights)
     }
 }
 
@@ -293,37 +380,7 @@ impl Densifier {
         state: TrainState,
         owner: Owner,
     ) -> Result<(TrainState, Option<RefineStats>), GpuError> {
-        match strategy {
-            Strategy::Default(config) => {
-                let mut state = state;
-                let mut stats = None;
-                if config.refines_at(step) {
-                    let (refined, refine_stats) = self
-                        .refine(ctx, state, step, true, owner, |old| {
-                            let mut rng = SplitMix64::for_step(seed, step);
-                            plan::plan_default(
-                                config,
-                                step,
-                                scene_extent,
-                                max_splats,
-                                old,
-                                &mut rng,
-                            )
-                        })
-                        .await?;
-                    state = refined;
-                    stats = Some(refine_stats);
-                }
-                if config.resets_opacity_at(step) {
-                    self.reset_opacity(ctx, &state, config.opacity_reset_value)?;
-                    let stats = stats.get_or_insert(RefineStats {
-                        count: state.splats.count,
-                        ..Default::default()
-                    });
-                    stats.opacity_reset = true;
-                }
-                Ok((state, stats))
-            }
+        let (config, grow_fraction) = match strategy {
             Strategy::Mcmc(config) => {
                 if !config.refines_at(step) {
                     return Ok((state, None));
@@ -334,9 +391,34 @@ impl Densifier {
                         plan::plan_mcmc(config, config.cap.min(max_splats), old, &mut rng)
                     })
                     .await?;
-                Ok((state, Some(stats)))
+                return Ok((state, Some(stats)));
             }
+            Strategy::Default(config) => (config, None),
+            Strategy::Compact(compact) => (&compact.refine, Some(compact.grow_fraction)),
+        };
+        let mut state = state;
+        let mut stats = None;
+        if config.refines_at(step) {
+            let count = u64::from(state.splats.count);
+            let cap = grow_fraction.map_or(u64::from(max_splats), |fraction| {
+                paced_growth(count, fraction).min(u64::from(max_splats))
+            }) as usize;
+            let (refined, refine_stats) = self
+                .refine(ctx, state, step, true, owner, |old| {
+                    let mut rng = SplitMix64::for_step(seed, step);
+                    plan::plan_default(config, step, scene_extent, cap, old, &mut rng)
+                })
+                .await?;
+            state = refined;
+            stats = Some(refine_stats);
         }
+        if config.resets_opacity_at(step) {
+            self.reset_opacity(ctx, &state, config.opacity_reset_value)?;
+            let stats = stats
+                .get_or_insert(RefineStats { count: state.splats.count, ..Default::default() });
+            stats.opacity_reset = true;
+        }
+        Ok((state, stats))
     }
 
     /// One refinement: read back (with the statistics if `statistics`), plan, apply.
@@ -365,26 +447,26 @@ impl Densifier {
         Ok((state, plan.stats))
     }
 
-    /// MCMC: adds the gradients of `opacity_reg · mean(sigmoid(o)) + scale_reg · mean(exp(s))`
-    /// (3DGS-MCMC equation 8, as gsplat's `simple_trainer` adds them to the loss) to
-    /// `state.grads`. Record it after the rasterizer's backward and before Adam, in the same
+    /// Adds the gradients of `opacity_reg · mean(sigmoid(o)) + scale_reg · mean(exp(s))`
+    /// (`weights`; 3DGS-MCMC equation 8, as gsplat's `simple_trainer` adds them to the loss)
+    /// to `state.grads`. Record it after the rasterizer's backward and before Adam, in the same
     /// or a later submit.
-    pub fn mcmc_regularize(
+    pub fn regularize(
         &self,
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
-        config: &McmcConfig,
+        [opacity_reg, scale_reg]: [f32; 2],
         state: &TrainState,
     ) -> Result<(), GpuError> {
         let n = state.splats.count;
-        if n == 0 || (config.opacity_reg == 0.0 && config.scale_reg == 0.0) {
+        if n == 0 || (opacity_reg == 0.0 && scale_reg == 0.0) {
             return Ok(());
         }
         self.kernels.encode_regularize(
             ctx,
             encoder,
             n,
-            [config.opacity_reg / n as f32, config.scale_reg / (3.0 * n as f32)],
+            [opacity_reg / n as f32, scale_reg / (3.0 * n as f32)],
             [&state.splats.opacities, &state.splats.log_scales],
             [&state.grads.v_opacities, &state.grads.v_log_scales],
         )

@@ -179,7 +179,7 @@ struct Candidate {
 ///   prune applies to clones and split children too, as in 3DGS where it runs after growth;
 ///   split children have no measured radius, so only their world size counts.
 ///
-/// Growth is capped so the output has at most `max_splats` splats: when the candidates do
+/// Growth is capped so the output has at most `cap` splats: when the candidates do
 /// not all fit, the ones with the highest gradient go first (ties: lower index). A splat
 /// with a non-finite opacity is pruned; a non-finite gradient counts as zero (3DGS zeroes
 /// NaN gradients).
@@ -190,7 +190,7 @@ pub(crate) fn plan_default(
     config: &DefaultConfig,
     step: u32,
     scene_extent: f32,
-    max_splats: u32,
+    cap: usize,
     old: &Readback,
     rng: &mut SplitMix64,
 ) -> Plan {
@@ -236,7 +236,6 @@ pub(crate) fn plan_default(
     }
 
     let base = survives.iter().filter(|&&s| s).count();
-    let cap = max_splats as usize;
     let mut growth = vec![Growth::None; n];
     if base + candidates.iter().map(|c| c.delta).sum::<usize>() <= cap {
         for c in &candidates {
