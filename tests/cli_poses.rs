@@ -206,6 +206,13 @@ fn failures_are_one_clear_line_and_leave_nothing() {
     }
     fails_with(&["poses", two.to_str().unwrap(), "--out", out_arg], &["2 photos", "at least 3"]);
 
+    // Nothing there.
+    let missing = dir.join("no-such-photos");
+    fails_with(
+        &["poses", missing.to_str().unwrap(), "--out", out_arg],
+        &["no such file or folder"],
+    );
+
     // Not a video.
     let fake = dir.join("holiday.mp4");
     std::fs::write(&fake, "not a video").unwrap();

@@ -140,39 +140,7 @@ enum Command {
     },
     /// Camera poses for a folder of photos or a video, computed by COLMAP (frames cut by
     /// ffmpeg): writes a dataset (images/, sparse/0/) that train and the window open.
-    Poses {
-        /// A folder of photos (.jpg, .jpeg, .png; directly or in images/) or a video file.
-        input: PathBuf,
-        /// The dataset folder to write (default: the input's name + "_dataset", beside it).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Which image pairs are matched: exhaustive (every pair; photos) or sequential
-        /// (neighbours in name order; video frames) [default: by the input].
-        #[arg(long, value_parser = parse_matcher)]
-        matcher: Option<splat_poses::Matcher>,
-        /// Longest image side, in pixels, of the images COLMAP sees and the dataset keeps.
-        #[arg(long, default_value_t = 1600)]
-        max_image_size: u32,
-        /// Frames kept a second of video (each the sharpest of a few around it).
-        #[arg(long, default_value_t = 2.0)]
-        fps: f64,
-        /// Frames kept from a video at most (a long video keeps fewer a second).
-        #[arg(long, default_value_t = 300)]
-        max_frames: usize,
-        /// COLMAP's executable [default: colmap on the PATH].
-        #[arg(long)]
-        colmap: Option<PathBuf>,
-        /// ffmpeg's executable, ffprobe beside it [default: both on the PATH].
-        #[arg(long)]
-        ffmpeg: Option<PathBuf>,
-        /// Compare the poses with this dataset's own (same image names) and print how far
-        /// they are after a similarity alignment: for benchmarks.
-        #[arg(long)]
-        compare: Option<PathBuf>,
-        /// Write the report (and the comparison) as JSON to this file.
-        #[arg(long)]
-        json: Option<PathBuf>,
-    },
+    Poses(poses_cmd::PosesArgs),
     /// Convert a splat scene between formats, each told by its extension: reads .ply (3DGS or
     /// compressed), .splat, .spz and .ckpt (a checkpoint's splats); writes .ply, .spz, .splat.
     Convert { input: PathBuf, output: PathBuf },
@@ -335,29 +303,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             transparency,
         }),
         Command::Convert { input, output } => convert_cmd::run(&input, &output),
-        Command::Poses {
-            input,
-            out,
-            matcher,
-            max_image_size,
-            fps,
-            max_frames,
-            colmap,
-            ffmpeg,
-            compare,
-            json,
-        } => poses_cmd::run(&poses_cmd::PosesArgs {
-            input,
-            out,
-            matcher,
-            max_image_size,
-            fps,
-            max_frames,
-            colmap,
-            ffmpeg,
-            compare,
-            json,
-        }),
+        Command::Poses(args) => poses_cmd::run(&args),
         Command::BenchMemory {
             dataset,
             splats,
@@ -420,11 +366,6 @@ fn run(command: Command) -> anyhow::Result<()> {
             })
         }
     }
-}
-
-fn parse_matcher(text: &str) -> Result<splat_poses::Matcher, String> {
-    splat_poses::Matcher::from_name(text.trim())
-        .ok_or_else(|| format!("{text:?}: exhaustive or sequential"))
 }
 
 fn parse_measured_strategy(text: &str) -> Result<MeasuredStrategy, String> {

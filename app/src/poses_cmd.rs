@@ -12,17 +12,44 @@ use serde_json::json;
 use splat_poses::{Cancel, Input, Matcher, Options, PoseComparison, Progress, Report, Stage};
 use splat_trainer::dataset::{self, LoadOptions};
 
+/// `splatforge poses`'s arguments.
+#[derive(Debug, clap::Args)]
 pub struct PosesArgs {
+    /// A folder of photos (.jpg, .jpeg, .png; directly or in images/) or a video file.
     pub input: PathBuf,
+    /// The dataset folder to write (default: the input's name + "_dataset", beside it).
+    #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Which image pairs are matched: exhaustive (every pair; photos) or sequential
+    /// (neighbours in name order; video frames) [default: by the input].
+    #[arg(long, value_parser = parse_matcher)]
     pub matcher: Option<Matcher>,
+    /// Longest image side, in pixels, of the images COLMAP sees and the dataset keeps.
+    #[arg(long, default_value_t = 1600)]
     pub max_image_size: u32,
+    /// Frames kept a second of video (each the sharpest of a few around it).
+    #[arg(long, default_value_t = 2.0)]
     pub fps: f64,
+    /// Frames kept from a video at most (a long video keeps fewer a second).
+    #[arg(long, default_value_t = 300)]
     pub max_frames: usize,
+    /// COLMAP's executable [default: colmap on the PATH].
+    #[arg(long)]
     pub colmap: Option<PathBuf>,
+    /// ffmpeg's executable, ffprobe beside it [default: both on the PATH].
+    #[arg(long)]
     pub ffmpeg: Option<PathBuf>,
+    /// Compare the poses with this dataset's own (same image names) and print how far
+    /// they are after a similarity alignment: for benchmarks.
+    #[arg(long)]
     pub compare: Option<PathBuf>,
+    /// Write the report (and the comparison) as JSON to this file.
+    #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+fn parse_matcher(text: &str) -> Result<Matcher, String> {
+    Matcher::from_name(text.trim()).ok_or_else(|| format!("{text:?}: exhaustive or sequential"))
 }
 
 pub fn run(args: &PosesArgs) -> anyhow::Result<()> {

@@ -120,7 +120,10 @@ impl Input {
     /// told what it lacks.
     pub fn detect(path: &Path) -> Result<Self, PosesError> {
         let input_error = |message: String| PosesError::Input { path: path.to_path_buf(), message };
-        let metadata = std::fs::metadata(path).map_err(|e| PosesError::io(path, e))?;
+        let metadata = std::fs::metadata(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => input_error("no such file or folder".to_owned()),
+            _ => PosesError::io(path, e),
+        })?;
         if metadata.is_file() {
             let extension = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
             let known = |list: &[&str]| list.iter().any(|e| extension.eq_ignore_ascii_case(e));
