@@ -245,6 +245,19 @@ fn failures_are_one_clear_line_and_leave_nothing() {
     assert_eq!(std::fs::read_to_string(out.join("mine.txt")).unwrap(), "keep me");
     std::fs::remove_dir_all(&out).unwrap();
 
+    // An output in a folder that is not there; a work folder a live run is writing (its
+    // marker names a running process: this test's) is not taken over.
+    let nowhere = dir.join("no-such-parent/statue");
+    fails_with(&["poses", statue_arg, "--out", nowhere.to_str().unwrap()], &["does not exist"]);
+    assert!(!dir.join("no-such-parent").exists());
+    let busy = dir.join("busy.incomplete");
+    std::fs::create_dir(&busy).unwrap();
+    std::fs::write(busy.join(".splatforge-poses"), format!("{}\n", std::process::id())).unwrap();
+    let busy_out = dir.join("busy");
+    fails_with(&["poses", statue_arg, "--out", busy_out.to_str().unwrap()], &["busy.incomplete"]);
+    assert!(busy.join(".splatforge-poses").is_file());
+    std::fs::remove_dir_all(&busy).unwrap();
+
     // A folder of photos without poses, given to info or train, says how to get them.
     for command in ["info", "train"] {
         let output = splatforge(&[command, two.to_str().unwrap()]);

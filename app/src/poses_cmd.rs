@@ -6,7 +6,7 @@ use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::Context as _;
+use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use splat_poses::{Cancel, Input, Matcher, Options, PoseComparison, Progress, Report, Stage};
@@ -25,14 +25,14 @@ pub struct PosesArgs {
     #[arg(long, value_parser = parse_matcher)]
     pub matcher: Option<Matcher>,
     /// Longest image side, in pixels, of the images COLMAP sees and the dataset keeps.
-    #[arg(long, default_value_t = 1600)]
+    #[arg(long, default_value_t = 1600, value_parser = clap::value_parser!(u32).range(100..))]
     pub max_image_size: u32,
     /// Frames kept a second of video (each the sharpest of a few around it).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = parse_fps)]
     pub fps: f64,
     /// Frames kept from a video at most (a long video keeps fewer a second).
-    #[arg(long, default_value_t = 300)]
-    pub max_frames: usize,
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(3..))]
+    pub max_frames: u64,
     /// COLMAP's executable [default: colmap on the PATH].
     #[arg(long)]
     pub colmap: Option<PathBuf>,
@@ -48,21 +48,38 @@ pub struct PosesArgs {
     pub json: Option<PathBuf>,
 }
 
+fn parse_fps(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(fps) if fps.is_finite() && fps > 0.0 => Ok(fps),
+        _ => Err(format!("{text:?}: frames a second, a number above 0")),
+    }
+}
+
 fn parse_matcher(text: &str) -> Result<Matcher, String> {
     Matcher::from_name(text.trim()).ok_or_else(|| format!("{text:?}: exhaustive or sequential"))
 }
 
 pub fn run(args: &PosesArgs) -> anyhow::Result<()> {
     let input = Input::detect(&args.input)?;
-    let out = args.out.clone().unwrap_or_else(|| input.default_output(&args.input));
+    let out = args.out.clone().unwrap_or_else(|| splat_poses::default_output(&args.input));
     let options = Options {
         colmap: args.colmap.clone(),
         ffmpeg: args.ffmpeg.clone(),
         matcher: args.matcher,
         max_image_size: args.max_image_size,
         frames_per_second: args.fps,
-        max_frames: args.max_frames,
+        max_frames: usize::try_from(args.max_frames).unwrap_or(usize::MAX),
     };
+    // What would fail after minutes of COLMAP is refused before it starts.
+    if let Some(reference) = args.compare.as_ref().filter(|r| !dataset::has_poses(r)) {
+        bail!("--compare {}: not a dataset with camera poses", reference.display());
+    }
+    if let Some(json) = &args.json {
+        let parent = json.parent().filter(|p| !p.as_os_str().is_empty());
+        if parent.is_some_and(|p| !p.is_dir()) {
+            bail!("--json {}: the folder it would go in does not exist", json.display());
+        }
+    }
     let cancel = Cancel::default();
     let on_signal = cancel.clone();
     ctrlc::set_handler(move || on_signal.cancel()).context("cannot catch Ctrl+C")?;
@@ -77,15 +94,7 @@ pub fn run(args: &PosesArgs) -> anyhow::Result<()> {
     for warning in &report.warnings {
         eprintln!("warning: {warning}");
     }
-    eprintln!(
-        "COLMAP {} gave poses to {} of {} images ({} camera{}, {} matching).",
-        report.colmap_version,
-        report.registered,
-        report.images,
-        report.cameras,
-        if report.cameras == 1 { "" } else { "s" },
-        report.matcher.name(),
-    );
+    eprintln!("{}", report.summary());
     let comparison = match &args.compare {
         Some(reference) => Some(compare(&report.dataset, reference)?),
         None => None,
@@ -143,7 +152,7 @@ fn report_json(report: &Report, comparison: Option<&PoseComparison>) -> serde_js
         "stage_seconds": report
             .stage_seconds
             .iter()
-            .map(|(stage, seconds)| (stage_name(*stage).to_owned(), json!(seconds)))
+            .map(|(stage, seconds)| (stage.name().to_owned(), json!(seconds)))
             .collect::<serde_json::Map<_, _>>(),
         "warnings": report.warnings,
         "comparison": comparison.map(|c| json!({
@@ -155,18 +164,6 @@ fn report_json(report: &Report, comparison: Option<&PoseComparison>) -> serde_js
             "scale": c.scale,
         })),
     })
-}
-
-/// A short name of a stage, for the summary and the JSON.
-fn stage_name(stage: Stage) -> &'static str {
-    match stage {
-        Stage::Frames => "frames",
-        Stage::Sharpest => "sharpest",
-        Stage::Images => "images",
-        Stage::Features => "features",
-        Stage::Matching => "matching",
-        Stage::Mapping => "mapping",
-    }
 }
 
 /// A progress bar a stage on a terminal; otherwise a line at each tenth of a stage.

@@ -76,6 +76,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         "compact" => Strategy::Compact(CompactConfig::default()),
         "3dgs" => Strategy::Default(DefaultConfig::default()),
         "mcmc" => Strategy::Mcmc(McmcConfig { cap: args.max_splats, ..McmcConfig::default() }),
+        "default" => bail!("--strategy default: now named 3dgs (compact is the default)"),
         other => bail!("unknown strategy '{other}' (compact, 3dgs or mcmc)"),
     };
     if args.resume.is_some() && args.transparency.is_some() {
@@ -171,7 +172,6 @@ fn resume_options(args: &TrainArgs, saved: Option<LoadOptions>) -> anyhow::Resul
     Ok(saved)
 }
 
-/// Follows the task's events to the end of the run, then exports and writes the metrics.
 /// What [`follow`] gathers from a run's events for its summary and metrics.json.
 struct Tally {
     evals: Vec<EvalStats>,
@@ -232,6 +232,7 @@ impl Tally {
     }
 }
 
+/// Follows the task's events to the end of the run, then exports and writes the metrics.
 fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()> {
     let progress = Progress::new(u64::from(args.steps));
     let mut tally = Tally {

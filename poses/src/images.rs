@@ -46,8 +46,8 @@ pub(crate) struct CameraGroup {
     pub names: Vec<String>,
 }
 
-/// Groups prepared photos into cameras: the same focal length (to 0.1 px, or none), and sizes
-/// within [`SAME_CAMERA_SIZE`] of the group's smallest; the photos of a group larger than its
+/// Groups prepared photos into cameras: focal lengths (or none) and sizes within
+/// [`SAME_CAMERA_SIZE`] of the group's smallest photo's; the photos of a group larger than its
 /// smallest size are cut to it in `images`, centred (the principal point stays the centre).
 pub(crate) fn camera_groups(
     prepared: Vec<Prepared>,
@@ -57,12 +57,18 @@ pub(crate) fn camera_groups(
     // Smallest first, so a group's first photo is its smallest (or nearly).
     sorted.sort_by_key(|p| (u64::from(p.width) * u64::from(p.height), p.name.clone()));
     let mut groups: Vec<(CameraGroup, Vec<(u32, u32)>)> = Vec::new();
-    let focal_key = |f: Option<f64>| f.map(|f| (f * 10.0).round() as i64);
-    let near = |a: u32, b: u32| f64::from(a.abs_diff(b)) <= SAME_CAMERA_SIZE * f64::from(a.min(b));
+    let near_f = |a: f64, b: f64| (a - b).abs() <= SAME_CAMERA_SIZE * a.min(b);
+    let near = |a: u32, b: u32| near_f(f64::from(a), f64::from(b));
+    // A focal length from the 35 mm equivalent follows the photo's diagonal: crops a few
+    // pixels apart differ by as little as their sizes do.
+    let same_focal = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => near_f(a, b),
+        (a, b) => a.is_none() && b.is_none(),
+    };
     for photo in sorted {
         let size = (photo.width, photo.height);
         let joined = groups.iter_mut().find(|(group, _)| {
-            focal_key(group.focal_px) == focal_key(photo.focal_px)
+            same_focal(group.focal_px, photo.focal_px)
                 && near(group.width, photo.width)
                 && near(group.height, photo.height)
         });
@@ -317,6 +323,9 @@ mod tests {
             photo("c.png", 202, 132, None),
             photo("d.png", 200, 180, None),
             photo("e.png", 200, 131, Some(240.0)),
+            // A 35 mm focal length follows the diagonal: a crop 1% larger has one 1% longer.
+            photo("f.png", 202, 132, Some(242.2)),
+            photo("g.png", 200, 131, Some(300.0)),
         ];
         let mut groups = camera_groups(prepared, &images).unwrap();
         groups.sort_by_key(|g| (g.height, g.focal_px.is_some()));
@@ -326,11 +335,12 @@ mod tests {
             summary,
             [
                 (200, 131, None, vec!["b.png".to_owned(), "a.png".into(), "c.png".into()]),
-                (200, 131, Some(240.0), vec!["e.png".into()]),
+                (200, 131, Some(240.0), vec!["e.png".into(), "f.png".into()]),
+                (200, 131, Some(300.0), vec!["g.png".into()]),
                 (200, 180, None, vec!["d.png".into()]),
             ]
         );
-        for name in ["a.png", "c.png"] {
+        for name in ["a.png", "c.png", "f.png"] {
             let cut = image::open(images.join(name)).unwrap().to_rgb8();
             assert_eq!(cut.dimensions(), (200, 131), "{name}");
             // The middle row stays in the middle (to the half pixel an odd cut leaves).

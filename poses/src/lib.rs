@@ -166,15 +166,16 @@ impl Input {
             Self::Video(file) => format!("the video {}", file.display()),
         }
     }
+}
 
-    /// Where the dataset goes unless the user says: `NAME_dataset` beside the input (the
-    /// folder around `images/` for a dataset folder without poses).
-    #[must_use]
-    pub fn default_output(&self, input: &Path) -> PathBuf {
-        let stem =
-            input.file_stem().map_or_else(|| "poses".into(), |s| s.to_string_lossy().into_owned());
-        input.with_file_name(format!("{stem}_dataset"))
-    }
+/// Where the dataset goes unless the user says: `NAME_dataset` beside the input (a folder
+/// of photos or a video; `.` is the folder it names).
+#[must_use]
+pub fn default_output(input: &Path) -> PathBuf {
+    let input = std::fs::canonicalize(input).unwrap_or_else(|_| input.to_path_buf());
+    let stem =
+        input.file_stem().map_or_else(|| "poses".into(), |s| s.to_string_lossy().into_owned());
+    input.with_file_name(format!("{stem}_dataset"))
 }
 
 /// The stages of a run, in order (a video's first two; photos' third).
@@ -205,6 +206,20 @@ impl Stage {
             Self::Features => "finding features (COLMAP)",
             Self::Matching => "matching features (COLMAP)",
             Self::Mapping => "registering images (COLMAP)",
+        }
+    }
+
+    /// A short name, for reports and JSON: `frames`, `sharpest`, `images`, `features`,
+    /// `matching`, `mapping`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Frames => "frames",
+            Self::Sharpest => "sharpest",
+            Self::Images => "images",
+            Self::Features => "features",
+            Self::Matching => "matching",
+            Self::Mapping => "mapping",
         }
     }
 
@@ -248,6 +263,22 @@ pub struct Report {
     pub stage_seconds: Vec<(Stage, f64)>,
     /// Things the user should know, each once, in words.
     pub warnings: Vec<String>,
+}
+
+impl Report {
+    /// One sentence: what COLMAP registered, with how many cameras and which matching.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        format!(
+            "COLMAP {} gave poses to {} of {} images ({} camera{}, {} matching).",
+            self.colmap_version,
+            self.registered,
+            self.images,
+            self.cameras,
+            if self.cameras == 1 { "" } else { "s" },
+            self.matcher.name(),
+        )
+    }
 }
 
 /// Stops a run from another thread.
@@ -451,7 +482,7 @@ impl Run<'_> {
         })?;
         std::fs::remove_dir_all(&samples).map_err(|e| PosesError::io(&samples, e))?;
         if kept < MIN_PHOTOS {
-            return Err(PosesError::Video {
+            return Err(PosesError::Input {
                 path: file.to_path_buf(),
                 message: format!(
                     "gave {kept} frame{} at {:.2} a second: too few for poses (a longer \
@@ -500,6 +531,15 @@ struct WorkFolder {
 
 impl WorkFolder {
     fn create(out: &Path) -> Result<Self, PosesError> {
+        let refuse =
+            |message: &str| PosesError::Input { path: out.to_path_buf(), message: message.into() };
+        let Some(name) = out.file_name() else {
+            return Err(refuse("not a folder name to write the dataset to"));
+        };
+        let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            return Err(refuse("the folder it would go in does not exist"));
+        }
         if out.exists() {
             let empty = out.is_dir()
                 && std::fs::read_dir(out).map_err(|e| PosesError::io(out, e))?.next().is_none();
@@ -507,21 +547,31 @@ impl WorkFolder {
                 return Err(PosesError::OutputExists { path: out.to_path_buf() });
             }
         }
-        let name =
-            out.file_name().map_or_else(|| "dataset".into(), |n| n.to_string_lossy().into_owned());
-        let path = out.with_file_name(format!("{name}.incomplete"));
+        let path = out.with_file_name(format!("{}.incomplete", name.to_string_lossy()));
+        let marker = path.join(MARKER);
         if path.exists() {
-            // Left by a run that was killed: ours to remove, anything else is not.
-            if !path.join(MARKER).is_file() {
+            // Left by a run that was killed: ours to remove; anything else, or a run that is
+            // still going, is not.
+            let owner = std::fs::read_to_string(&marker).ok();
+            let alive = owner
+                .as_deref()
+                .and_then(|text| text.trim().parse().ok())
+                .is_some_and(process_alive);
+            if owner.is_none() || alive {
                 return Err(PosesError::OutputExists { path });
             }
             std::fs::remove_dir_all(&path).map_err(|e| PosesError::io(&path, e))?;
         }
-        std::fs::create_dir_all(&path).map_err(|e| PosesError::io(&path, e))?;
-        let marker = path.join(MARKER);
-        std::fs::write(&marker, "an unfinished `splatforge poses` run; safe to delete\n")
+        // `create_dir`, not `_all`: of two runs racing for the folder, one gets it.
+        std::fs::create_dir(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => PosesError::OutputExists { path: path.clone() },
+            _ => PosesError::io(&path, e),
+        })?;
+        let folder = Self { path, finished: false };
+        // The marker holds our process id: a later run removes the folder only once we are gone.
+        std::fs::write(&marker, format!("{}\n", std::process::id()))
             .map_err(|e| PosesError::io(&marker, e))?;
-        Ok(Self { path, finished: false })
+        Ok(folder)
     }
 
     /// Leaves only `images/` and `sparse/` and renames the folder to `out`.
@@ -546,6 +596,22 @@ impl WorkFolder {
         std::fs::rename(&self.path, out).map_err(|e| PosesError::io(out, e))?;
         self.finished = true;
         Ok(out.to_path_buf())
+    }
+}
+
+/// Whether process `pid` still runs (where that can be asked; elsewhere assumed gone).
+fn process_alive(pid: i32) -> bool {
+    #[cfg(unix)]
+    {
+        // Another user's process answers EPERM: it runs all the same.
+        rustix::process::Pid::from_raw(pid).is_some_and(|pid| {
+            !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        false
     }
 }
 

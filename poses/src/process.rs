@@ -182,7 +182,8 @@ fn spawn_reader(
     })
 }
 
-/// Stops a child and everything in its process group: SIGTERM, a grace period, SIGKILL.
+/// Stops a child and everything in its process group: SIGTERM, a grace period, SIGKILL
+/// (on Windows, `taskkill /T` of its tree).
 fn stop(child: &mut Child) {
     #[cfg(unix)]
     {
@@ -195,6 +196,15 @@ fn stop(child: &mut Child) {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = kill_process_group(group, Signal::KILL);
+    }
+    #[cfg(windows)]
+    {
+        // No process groups: end the engine's whole tree (COLMAP.bat starts colmap.exe).
+        let _ = Command::new("taskkill")
+            .args(["/T", "/F", "/PID", &child.id().to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
     }
     let _ = child.kill();
     let _ = child.wait();

@@ -89,12 +89,12 @@ impl Ffmpeg {
             "-select_streams".as_ref(),
             "v:0".as_ref(),
             "-show_entries".as_ref(),
-            "stream=avg_frame_rate,duration:format=duration".as_ref(),
+            "stream=avg_frame_rate,r_frame_rate,duration:format=duration".as_ref(),
             "-of".as_ref(),
             "flat".as_ref(),
             video.as_os_str(),
         ];
-        let (mut rate, mut duration, mut stream_duration) = (None, None, None);
+        let (mut rate, mut base_rate, mut duration, mut stream_duration) = (None, None, None, None);
         let mut messages = Vec::new();
         let finished = self.ffprobe.run(&args, cancel, &mut |line| {
             let Some((key, value)) = line.split_once('=') else {
@@ -105,6 +105,8 @@ impl Ffmpeg {
             let seconds = || value.parse::<f64>().ok().filter(|s| s.is_finite() && *s > 0.0);
             match key {
                 "streams.stream.0.avg_frame_rate" => rate = parse_rate(value),
+                // A variable-rate file may have no average (0/0): its base rate then.
+                "streams.stream.0.r_frame_rate" => base_rate = parse_rate(value),
                 "streams.stream.0.duration" => stream_duration = seconds(),
                 "format.duration" => duration = seconds(),
                 _ => {}
@@ -117,7 +119,8 @@ impl Ffmpeg {
             let prefix = format!("{}: ", video.display());
             return Err(fail(said.strip_prefix(&prefix).unwrap_or(&said).to_owned()));
         }
-        let frame_rate = rate.ok_or_else(|| fail("it holds no video stream".to_owned()))?;
+        let frame_rate =
+            rate.or(base_rate).ok_or_else(|| fail("it holds no video stream".to_owned()))?;
         let duration_seconds = duration.or(stream_duration).ok_or_else(|| {
             fail("its length is unknown (a damaged or still-recording file?)".to_owned())
         })?;
@@ -197,7 +200,7 @@ pub(crate) fn keep_sharpest(
         .collect();
     files.sort();
     let total = files.len() as u64;
-    let mut kept = 0;
+    let (mut kept, mut done) = (0, 0);
     for (index, group) in files.chunks(window.max(1) as usize).enumerate() {
         if cancel.is_cancelled() {
             return Err(PosesError::Cancelled);
@@ -209,7 +212,8 @@ pub(crate) fn keep_sharpest(
         let target = images.join(format!("frame_{:06}.jpg", index + 1));
         std::fs::rename(&group[best], &target).map_err(|e| PosesError::io(&target, e))?;
         kept += 1;
-        progress(((index + 1) * group.len()) as u64, total);
+        done += group.len() as u64;
+        progress(done, total);
     }
     Ok(kept)
 }

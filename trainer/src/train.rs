@@ -897,7 +897,7 @@ impl Trainer {
                 &scratch.v_image,
                 &state.grads,
             )?;
-            if let Some(weights) = config.strategy.regularisers() {
+            if let Some(weights) = config.strategy.regularisers(step_number) {
                 // The opacity and scale regularisers act on the gradients before Adam.
                 ctx.profile_stage("regularisers");
                 kernels.densifier.regularize(&ctx, &mut encoder, weights, state)?;

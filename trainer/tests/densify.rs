@@ -578,8 +578,9 @@ fn most_splats_follows_each_strategys_growth() {
     assert_eq!(mcmc(2000).most_splats(1000, 30_000, 3_000_000), Some(2000));
     assert_eq!(mcmc(2000).most_splats(1000, 30_000, 1500), Some(1500));
     assert_eq!(default_strategy().most_splats(1000, 2000, 3_000_000), None);
-    assert_eq!(compact.regularisers(), Some([0.01, 0.0]));
-    assert_eq!(default_strategy().regularisers(), None);
+    assert_eq!(compact.regularisers(14_999), Some([0.01, 0.0]));
+    assert_eq!(compact.regularisers(15_000), None, "after the last refinement");
+    assert_eq!(default_strategy().regularisers(1), None);
 }
 
 /// Size pruning (screen radius, world scale) starts after the first opacity reset.

@@ -596,7 +596,15 @@ impl SplatApp {
                 for warning in warnings {
                     self.warning(warning);
                 }
-                self.load_dataset(dataset);
+                if matches!(self.task_state, TaskState::Training | TaskState::Paused) {
+                    // Opening it would end the run: the user opens it when they choose.
+                    self.info(format!(
+                        "The run goes on; open {} (drop it or File / Open) to train on it.",
+                        dataset.display()
+                    ));
+                } else {
+                    self.load_dataset(dataset);
+                }
             }
             poses::Action::Ended(Ok(message)) => self.info(message),
             poses::Action::Ended(Err(message)) => self.error(message),
@@ -851,7 +859,8 @@ impl SplatApp {
             splat_trainer::formats::PointCloud::len,
         );
         let config = self.settings.config();
-        config.strategy.most_splats(initial as u32, config.steps, config.max_splats)
+        let initial = u32::try_from(initial).unwrap_or(u32::MAX);
+        config.strategy.most_splats(initial, config.steps, config.max_splats)
     }
 
     /// The memory model's bytes for the current run as it is now (its splat count), to set

@@ -1,7 +1,8 @@
 //! Camera poses from the window: a folder of photos without poses, or a video, dropped on it
 //! asks "compute camera poses with COLMAP?"; the run (`splat_poses::compute_poses`) goes on a
 //! thread of its own (`colmap-poses`), its stages and Cancel in a window, and the dataset opens
-//! when it ends. Training and the viewport go on meanwhile: the UI never waits for it.
+//! when it ends (a run in progress goes on: then the user opens it). Training and the
+//! viewport go on meanwhile: the UI never waits for it.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
@@ -61,7 +62,7 @@ pub(super) struct PosesWindow {
 impl PosesWindow {
     /// Asks whether to compute poses for `input` (found at `input_path`).
     pub(super) fn ask(input_path: PathBuf, input: Input) -> Self {
-        let out = input.default_output(&input_path).display().to_string();
+        let out = splat_poses::default_output(&input_path).display().to_string();
         Self { input_path, input, state: State::Asking { out }, closed: false }
     }
 
@@ -212,7 +213,11 @@ impl PosesWindow {
                 self.closed = true;
                 Action::Open {
                     dataset: report.dataset.clone(),
-                    summary: summary(&report),
+                    summary: format!(
+                        "{} Dataset written to {}.",
+                        report.summary(),
+                        report.dataset.display()
+                    ),
                     warnings: report.warnings,
                 }
             }
@@ -236,9 +241,13 @@ impl Drop for PosesWindow {
     /// Closing the app mid-run stops COLMAP (its own process group would outlive us) and
     /// removes the unfinished folder: a wait of a few seconds at most.
     fn drop(&mut self) {
-        if let State::Running { cancel, thread, .. } = &mut self.state {
+        if let State::Running { cancel, events, thread, .. } =
+            std::mem::replace(&mut self.state, State::Failed(String::new()))
+        {
             cancel.cancel();
-            if let Some(thread) = thread.take() {
+            // The thread's last send must not wait for a reader that is no longer there.
+            drop(events);
+            if let Some(thread) = thread {
                 let _ = thread.join();
             }
         }
@@ -290,16 +299,4 @@ fn stage_row(
             ui.weak(stage.label());
         }
     });
-}
-
-fn summary(report: &Report) -> String {
-    format!(
-        "COLMAP {} gave poses to {} of {} images ({} camera{}); dataset written to {}.",
-        report.colmap_version,
-        report.registered,
-        report.images,
-        report.cameras,
-        if report.cameras == 1 { "" } else { "s" },
-        report.dataset.display()
-    )
 }

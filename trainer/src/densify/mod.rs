@@ -213,6 +213,13 @@ impl Default for CompactConfig {
     }
 }
 
+/// How many of the steps `1..=steps` refine on a schedule of every `every` steps after
+/// `start` and before `stop` (the `refines_at` of both configs).
+fn refinements_up_to(steps: u32, start: u32, stop: u32, every: u32) -> u32 {
+    let last = steps.min(stop.saturating_sub(1));
+    if every == 0 || last <= start { 0 } else { last / every - start / every }
+}
+
 /// The most splats a compact refinement of `count` splats may leave: `count` plus
 /// `ceil(count · fraction)`, so that even a handful of splats can grow.
 fn paced_growth(count: u64, fraction: f64) -> u64 {
@@ -255,36 +262,42 @@ impl Strategy {
     /// `max_splats`).
     #[must_use]
     pub fn most_splats(&self, initial: u32, steps: u32, max_splats: u32) -> Option<u32> {
-        let (grow, refines): (&dyn Fn(u64) -> u64, &dyn Fn(u32) -> bool) = match self {
+        let (grow, refinements, cap): (&dyn Fn(u64) -> u64, u32, u32) = match self {
             Self::Default(_) => return None,
-            Self::Mcmc(config) => {
-                (&|n| (n as f64 * (1.0 + config.grow_fraction)).floor() as u64, &|s| {
-                    config.refines_at(s)
-                })
-            }
+            Self::Mcmc(config) => (
+                &|n| (n as f64 * (1.0 + config.grow_fraction)).floor() as u64,
+                refinements_up_to(steps, config.start, config.stop, config.refine_every),
+                config.cap.min(max_splats),
+            ),
             Self::Compact(config) => {
-                (&|n| paced_growth(n, config.grow_fraction), &|s| config.refine.refines_at(s))
+                let refine = &config.refine;
+                (
+                    &|n| paced_growth(n, config.grow_fraction),
+                    refinements_up_to(steps, refine.start, refine.stop, refine.refine_every),
+                    max_splats,
+                )
             }
         };
-        let cap = match self {
-            Self::Mcmc(config) => config.cap.min(max_splats),
-            _ => max_splats,
-        };
-        let mut count = u64::from(initial);
-        for _refinement in (1..=steps).filter(|&s| refines(s)) {
-            count = grow(count).min(u64::from(cap));
+        let cap = u64::from(cap);
+        let mut count = u64::from(initial).min(cap);
+        for _refinement in 0..refinements {
+            if count >= cap {
+                break;
+            }
+            count = grow(count).min(cap);
         }
-        Some(count.min(u64::from(cap)) as u32)
+        Some(count as u32)
     }
 
     /// Weights of the regularisers `opacity_reg · mean(sigmoid(o)) + scale_reg · mean(exp(s))`
-    /// the strategy adds to the loss, if any.
+    /// the strategy adds to the loss at `step`, if any. MCMC's act all run long (as gsplat's);
+    /// compact's only while refinements prune what it fades: after them it would only dim.
     #[must_use]
-    pub fn regularisers(&self) -> Option<[f32; 2]> {
+    pub fn regularisers(&self, step: u32) -> Option<[f32; 2]> {
         let weights = match self {
-            Self::Default(_) => return None,
             Self::Mcmc(config) => [config.opacity_reg, config.scale_reg],
-            Self::Compact(config) => [config.opacity_reg, 0.0],
+            Self::Compact(config) if step < config.refine.stop => [config.opacity_reg, 0.0],
+            Self::Default(_) | Self::Compact(_) => return None,
         };
         let [opacity, scale] = weights;
         (opacity != 0.0 || scale != 0.0).then_some(weights)
