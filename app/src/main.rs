@@ -93,8 +93,8 @@ enum Command {
         #[arg(long)]
         max_resolution: Option<u32>,
         /// How splats grow and go: compact (3DGS's rules, growth paced and unneeded splats
-        /// faded out: the same picture from a fraction of the splats), 3dgs (the original) or
-        /// mcmc.
+        /// faded out: a fraction of the splats for a picture as good on most captures), 3dgs
+        /// (the original) or mcmc.
         #[arg(long, default_value = "compact")]
         strategy: String,
         #[arg(long, default_value_t = 3_000_000)]

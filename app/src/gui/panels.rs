@@ -41,8 +41,8 @@ fn choice_row<T: PartialEq + Copy>(
 
 /// What the strategies do, for the strategy setting's tooltip.
 const STRATEGY_HINT: &str = "How splats grow and go. Compact (the default): 3DGS's rules with \
-    growth paced and unneeded splats faded out: the same picture from a fraction of the splats \
-    (smaller files, faster steps). 3DGS: the original adaptive density control, grows wherever \
+    growth paced and unneeded splats faded out: a fraction of the splats for a picture as good \
+    on most captures (smaller files, faster steps). 3DGS: the original adaptive density control, grows wherever \
     the gradients are high. MCMC: relocates faint splats and grows to the max splats";
 
 /// What the SH precision setting does, for its tooltip.
