@@ -850,8 +850,8 @@ impl SplatApp {
         Some((peak, fits))
     }
 
-    /// The most splats the next run can reach with the current settings, where its strategy
-    /// bounds it (see [`Strategy::most_splats`]), from the dataset's initial points.
+    /// The most splats the next run on the loaded dataset can reach with the current settings,
+    /// where its strategy bounds it (see [`Strategy::most_splats`]), from its initial points.
     pub(super) fn expected_splats(&self) -> Option<u32> {
         let dataset = &self.dataset.as_ref()?.dataset;
         let initial = dataset.init_points.as_ref().map_or(

@@ -357,13 +357,16 @@ impl SplatApp {
                 self.error(format!("the trainer did not take the command: {e}"));
             }
         }
-        let splats = match self.expected_splats() {
-            Some(most) => format!("Splats: up to {most} with these settings"),
-            None => {
-                format!("Splats: as many as the images ask, up to {}", self.settings.max_splats)
-            }
-        };
-        ui.label(splats);
+        // What a run on the loaded dataset would reach (nothing to say without one).
+        if self.dataset.is_some() {
+            let splats = match self.expected_splats() {
+                Some(most) => format!("Splats: up to {most} with these settings"),
+                None => {
+                    format!("Splats: as many as the images ask, up to {}", self.settings.max_splats)
+                }
+            };
+            ui.label(splats);
+        }
         if let Some((peak, fits)) = self.predicted() {
             let budget = self.settings.budget_bytes();
             let text = format!("Predicted peak {} of {}", human_bytes(peak), human_bytes(budget));
