@@ -187,9 +187,9 @@ pub const NOISE_GATE_CENTER: f32 = 0.995;
 
 /// Compact refinement: the 3DGS rules ([`DefaultConfig`]) with growth paced and useless
 /// splats pushed out. A refinement leaves at most `grow_fraction` more splats than it found
-/// (what it prunes makes room), the candidates with the highest mean gradient first; an opacity regulariser (the mean opacity
-/// in the loss, as in 3DGS-MCMC) lets splats that nothing needs fade below `min_opacity`,
-/// where the prune takes them.
+/// (what it prunes makes room), the candidates with the highest mean gradient first; an
+/// opacity regulariser (the mean opacity in the loss, as in 3DGS-MCMC) lets splats that
+/// nothing needs fade below `min_opacity`, where the prune takes them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompactConfig {
     /// Schedule, growth and prune thresholds, opacity resets.
