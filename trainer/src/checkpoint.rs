@@ -759,6 +759,7 @@ impl Arrays {
                 }
             }
         }
+        let peak_splats = metadata.peak_splats.unwrap_or(self.splats.len() as u32);
         Checkpoint {
             snapshot: RunSnapshot {
                 splats: self.splats,
@@ -766,6 +767,7 @@ impl Arrays {
                 step: metadata.step,
                 rng: metadata.rng,
                 order: metadata.order,
+                peak_splats,
                 config: metadata.config.into(),
             },
             dataset: metadata.dataset.into(),
@@ -844,6 +846,10 @@ struct Metadata {
     rng: u64,
     order: Vec<u32>,
     splats: u64,
+    /// [`RunSnapshot::peak_splats`], written where it exceeds `splats` (files without it,
+    /// older ones included, read as a peak of `splats`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    peak_splats: Option<u32>,
     sh_degree: u32,
     moments: u32,
     sections: Vec<String>,
@@ -861,6 +867,8 @@ impl Metadata {
             rng: snapshot.rng,
             order: snapshot.order.clone(),
             splats: snapshot.splats.len() as u64,
+            peak_splats: Some(snapshot.peak_splats)
+                .filter(|&peak| u64::from(peak) > snapshot.splats.len() as u64),
             sh_degree: snapshot.splats.sh_degree,
             moments,
             sections: section_names(moments),

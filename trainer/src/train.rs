@@ -196,7 +196,18 @@ pub struct RunSnapshot {
     /// The view-order PRNG state and the current epoch's order.
     pub rng: u64,
     pub order: Vec<u32>,
+    /// The most splats the run has had, its initial ones included (compact refinement paces
+    /// its growth from it). Never below the count: a smaller value reads as the count.
+    pub peak_splats: u32,
     pub config: TrainConfig,
+}
+
+/// Where a run stands besides its splats and optimizer state ([`RunSnapshot`]'s fields).
+struct RunProgress {
+    step: u32,
+    rng: u64,
+    order: Vec<usize>,
+    peak_splats: u32,
 }
 
 /// GPU buffers a step needs besides the parameters, gradients and moments: all dropped while
@@ -408,6 +419,8 @@ pub struct Trainer {
     step: u32,
     order: Vec<usize>,
     rng: u64,
+    /// [`RunSnapshot::peak_splats`].
+    peak_splats: u32,
     placement: ImagePlacement,
     /// The train view whose forward pass [`Trainer::begin_step`] submitted.
     begun: Option<usize>,
@@ -489,6 +502,7 @@ impl Trainer {
             step: 0,
             rng: config.seed,
             order: Vec::new(),
+            peak_splats: init.len() as u32,
             config,
         };
         Self::from_snapshot(ctx, dataset, snapshot, owner)
@@ -527,7 +541,12 @@ impl Trainer {
             dataset,
             splats,
             snapshot.optimizer,
-            (snapshot.step, snapshot.rng, order),
+            RunProgress {
+                step: snapshot.step,
+                rng: snapshot.rng,
+                order,
+                peak_splats: snapshot.peak_splats,
+            },
             snapshot.config,
             placement,
             owner,
@@ -547,14 +566,14 @@ impl Trainer {
         if dataset.train.is_empty() {
             return Err(no_views());
         }
-        let rng = config.seed;
+        let progress = RunProgress { step: 0, rng: config.seed, order: Vec::new(), peak_splats: 0 };
         Self::assemble(
             kernels,
             ctx,
             dataset,
             splats,
             HostOptimizerState::default(),
-            (0, rng, Vec::new()),
+            progress,
             config,
             placement,
             owner,
@@ -568,7 +587,7 @@ impl Trainer {
         dataset: Arc<Dataset>,
         splats: GpuSplats,
         optimizer: HostOptimizerState,
-        (step, rng, order): (u32, u64, Vec<usize>),
+        RunProgress { step, rng, order, peak_splats }: RunProgress,
         config: TrainConfig,
         placement: ImagePlacement,
         owner: Owner,
@@ -599,6 +618,7 @@ impl Trainer {
             config,
             dataset,
             kernels,
+            peak_splats: peak_splats.max(splats.count),
             run: Some(Run::Paused(splats, optimizer)),
             step,
             order,
@@ -948,6 +968,7 @@ impl Trainer {
                 step_number,
                 self.extent,
                 self.config.max_splats,
+                self.peak_splats,
                 seed,
                 state,
                 self.owner,
@@ -986,6 +1007,7 @@ impl Trainer {
             ctx.queue.submit([encoder.finish()]);
         }
         let splats = state.splats.count;
+        self.peak_splats = self.peak_splats.max(splats);
         self.run = Some(Run::Active(state, scratch));
         self.step = step_number;
         Ok(StepStats { step: step_number, splats, intersections: counts.intersections, refine })
@@ -1107,6 +1129,7 @@ impl Trainer {
             step: self.step,
             rng: self.rng,
             order: self.order.iter().map(|&i| i as u32).collect(),
+            peak_splats: self.peak_splats,
             config: self.config.clone(),
         })
     }

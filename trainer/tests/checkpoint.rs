@@ -173,6 +173,8 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
             step: rng.u32(),
             rng: rng.next(),
             order: (0..views).map(|_| rng.u32()).collect(),
+            // A third at the count (the peak the file leaves out), the others above it.
+            peak_splats: n as u32 + if rng.below(3) == 0 { 0 } else { 1 + rng.u32() % 1000 },
             config: random_config(rng, mcmc),
         },
         dataset: DatasetIdentity {
@@ -221,7 +223,7 @@ fn assert_bit_exact(read: &Checkpoint, written: &Checkpoint) {
         assert_eq!(bits(av), bits(bv));
     }
     assert_eq!(bits(&a.optimizer.densify), bits(&b.optimizer.densify));
-    assert_eq!((a.step, a.rng, &a.order), (b.step, b.rng, &b.order));
+    assert_eq!((a.step, a.rng, &a.order, a.peak_splats), (b.step, b.rng, &b.order, b.peak_splats));
     assert_eq!(format!("{:?}", a.config), format!("{:?}", b.config));
     assert_eq!(read.dataset, written.dataset);
 }
@@ -266,10 +268,14 @@ fn round_trip_of_a_fresh_run_and_of_defaults() {
         let mut written = random_checkpoint(&mut rng, 10, 3, false);
         written.snapshot.optimizer = HostOptimizerState::default();
         written.snapshot.order.clear();
+        written.snapshot.peak_splats = 10;
         written.snapshot.config.strategy = strategy;
         written.snapshot.config.learning_rates = LearningRates::default();
         written.snapshot.config.loss_weights = LossWeights::default();
         let bytes = to_bytes(&written);
+        // A peak at the count is left out, so that the file is as older versions wrote it.
+        let json = String::from_utf8_lossy(&bytes);
+        assert!(!json.contains("peak_splats"), "a fresh run's peak is written");
         let read = checkpoint::read(&bytes).unwrap_or_else(|e| panic!("{e}"));
         assert_bit_exact(&read, &written);
         assert_eq!(read.snapshot.config, written.snapshot.config);

@@ -185,8 +185,9 @@ fn refine(
     seed: u64,
     state: TrainState,
 ) -> (TrainState, Option<RefineStats>) {
+    let peak = state.splats.count;
     pollster::block_on(
-        densifier.after_step(ctx, strategy, step, extent, max_splats, seed, state, OWNER),
+        densifier.after_step(ctx, strategy, step, extent, max_splats, peak, seed, state, OWNER),
     )
     .expect("after_step")
 }
@@ -559,6 +560,35 @@ fn compact_growth_is_paced_highest_gradients_first() {
     write_stats(&ctx, &state, &stats[..3]);
     let (state, _) = refine(&densifier, &ctx, &compact, EARLY_STEP, 1.0, 1000, SEED, state);
     assert_eq!(state.splats.count, 4);
+    assert_clean(&ctx);
+}
+
+/// A run pruned below its peak (lego's random points in empty space) grows back to 10%
+/// above the peak at its next refinement, not 10% above what the prune left.
+#[test]
+fn compact_refills_up_to_its_peak() {
+    let ctx = context();
+    let densifier = Densifier::new(&ctx);
+    let compact = Strategy::Compact(CompactConfig::default());
+    let n = 100;
+    let splats = scene(n, 0);
+    let stats: Vec<[f32; 3]> = (0..n).map(|i| [0.001 + i as f32 * 1e-5, 1.0, 1.0]).collect();
+    let grow = |peak: u32, max_splats: u32| {
+        let state = upload(&ctx, &splats);
+        write_stats(&ctx, &state, &stats);
+        let (state, result) = pollster::block_on(
+            densifier
+                .after_step(&ctx, &compact, EARLY_STEP, 1.0, max_splats, peak, SEED, state, OWNER),
+        )
+        .expect("after_step");
+        (state.splats.count, result.unwrap().added)
+    };
+    // Peak 150: up to 165, the highest 65 gradients cloned (100 could be).
+    assert_eq!(grow(150, 1000), (165, 65));
+    // A peak below the count is the count's.
+    assert_eq!(grow(0, 1000), (110, 10));
+    // max_splats still caps.
+    assert_eq!(grow(150, 130), (130, 30));
     assert_clean(&ctx);
 }
 

@@ -130,6 +130,7 @@ fn eval_metrics_of_an_undistorted_view_match_a_direct_computation() {
         step: 0,
         rng: 1,
         order: Vec::new(),
+        peak_splats: 0,
         config,
     };
     let kernels = Arc::new(TrainKernels::new(&ctx).unwrap());

@@ -63,6 +63,7 @@ fn eval_psnr_over_backgrounds() {
                 optimizer: HostOptimizerState::default(),
                 rng: 0,
                 order: Vec::new(),
+                peak_splats: 0,
                 config,
             };
             let mut trainer =

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use splat_render::{Category, GpuContext, Owner, ShPrecision};
 use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
-use splat_trainer::densify::{DefaultConfig, Strategy};
+use splat_trainer::densify::{CompactConfig, DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
 use splat_trainer::loss::LossWeights;
-use splat_trainer::train::{LearningRates, TrainConfig, Trainer, Transparency};
+use splat_trainer::train::{LearningRates, RunSnapshot, TrainConfig, Trainer, Transparency};
 
 fn dataset() -> Arc<Dataset> {
     let path =
@@ -123,6 +123,72 @@ fn pause_resume_and_snapshots_continue_exactly_with(precision: ShPrecision) {
     drop(c);
     ctx.wait_idle().unwrap();
     for run in [1, 3, 4] {
+        assert_eq!(ctx.ledger().owner_bytes(Owner::Run(run)), 0);
+    }
+    assert!(ctx.take_uncaptured_errors().is_empty());
+}
+
+/// Compact refinement paces its growth from the most splats a run has had: a run restored
+/// after a prune took it below that peak grows as the unbroken run does. (Restored without
+/// its peak, it would be held to 10% above what the prune left: the second refinement shows
+/// the difference.)
+#[test]
+fn a_compact_run_restored_below_its_peak_grows_as_an_unbroken_one() {
+    let data = dataset();
+    let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
+    // The capture's points, then four transparent copies of them that the first refinement
+    // (step 10) prunes; every splat is a growth candidate (threshold 0).
+    let points = splats_from_points(data.init_points.as_ref().unwrap(), 1);
+    let mut init = points.clone();
+    for _copy in 0..4 {
+        init.means.extend_from_slice(&points.means);
+        init.log_scales.extend_from_slice(&points.log_scales);
+        init.rotations.extend_from_slice(&points.rotations);
+        init.opacity_logits.extend(points.opacity_logits.iter().map(|_| -7.0));
+        init.sh_dc.extend_from_slice(&points.sh_dc);
+        init.sh_rest.extend_from_slice(&points.sh_rest);
+    }
+    let initial = init.len() as u32;
+    let refine =
+        DefaultConfig { start: 0, refine_every: 10, grad_threshold: 0.0, ..Default::default() };
+    let config = TrainConfig {
+        strategy: Strategy::Compact(CompactConfig { refine, ..CompactConfig::default() }),
+        ..config(ShPrecision::F32)
+    };
+    let run = |owner: u64| {
+        Trainer::new(&ctx, Arc::clone(&data), &init, config.clone(), Owner::Run(owner)).unwrap()
+    };
+
+    let mut unbroken = run(5);
+    losses(&mut unbroken, 25);
+    let reference = unbroken.snapshot().unwrap();
+    drop(unbroken);
+
+    let mut first = run(6);
+    losses(&mut first, 15);
+    let saved = first.snapshot().unwrap();
+    drop(first);
+    assert_eq!(saved.peak_splats, initial, "the peak is the initial count");
+    assert!(
+        saved.splats.len() < initial as usize / 2,
+        "{} splats after the prune",
+        saved.splats.len()
+    );
+    let restored = |snapshot: RunSnapshot, owner: u64| {
+        let mut trainer =
+            Trainer::from_snapshot(&ctx, Arc::clone(&data), snapshot, Owner::Run(owner)).unwrap();
+        losses(&mut trainer, 10);
+        trainer.snapshot().unwrap()
+    };
+    let resumed = restored(saved.clone(), 7);
+    assert_eq!(resumed, reference, "the restored run trains as the unbroken one");
+    assert!(resumed.splats.len() > saved.splats.len() * 11 / 10 + 1, "it refilled past +10%");
+
+    let forgotten = restored(RunSnapshot { peak_splats: 0, ..saved.clone() }, 8);
+    assert_eq!(forgotten.splats.len(), saved.splats.len() + saved.splats.len().div_ceil(10));
+
+    ctx.wait_idle().unwrap();
+    for run in 5..=8 {
         assert_eq!(ctx.ledger().owner_bytes(Owner::Run(run)), 0);
     }
     assert!(ctx.take_uncaptured_errors().is_empty());

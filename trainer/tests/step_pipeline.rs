@@ -48,6 +48,7 @@ fn start(ctx: &GpuContext, data: &Arc<Dataset>, placement: ImagePlacement, run: 
         step: 0,
         rng: 3,
         order: Vec::new(),
+        peak_splats: 0,
         config: config(),
     };
     let kernels = Arc::new(TrainKernels::new(ctx).unwrap());

@@ -186,15 +186,17 @@ pub const NOISE_GATE_SHARPNESS: f32 = 100.0;
 pub const NOISE_GATE_CENTER: f32 = 0.995;
 
 /// Compact refinement: the 3DGS rules ([`DefaultConfig`]) with growth paced and useless
-/// splats pushed out. A refinement leaves at most `grow_fraction` more splats than it found
-/// (what it prunes makes room), the candidates with the highest mean gradient first; an
-/// opacity regulariser (the mean opacity in the loss, as in 3DGS-MCMC) lets splats that
+/// splats pushed out. A refinement leaves at most `grow_fraction` more splats than the most
+/// the run has had (its peak, the initial splats included), the candidates with the highest
+/// mean gradient first: what it prunes makes room, and a run pruned far below its peak (random
+/// points in empty space, faded by the alpha supervision) grows back to it without waiting.
+/// An opacity regulariser (the mean opacity in the loss, as in 3DGS-MCMC) lets splats that
 /// nothing needs fade below `min_opacity`, where the prune takes them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompactConfig {
     /// Schedule, growth and prune thresholds, opacity resets.
     pub refine: DefaultConfig,
-    /// Most splats one refinement adds, net, as a fraction of the count before it.
+    /// Most splats one refinement may leave above the run's peak, as a fraction of the peak.
     pub grow_fraction: f64,
     /// Weight of the mean opacity (after the sigmoid) in the loss.
     pub opacity_reg: f32,
@@ -220,8 +222,8 @@ fn refinements_up_to(steps: u32, start: u32, stop: u32, every: u32) -> u32 {
     if every == 0 || last <= start { 0 } else { last / every - start / every }
 }
 
-/// The most splats a compact refinement of `count` splats may leave: `count` plus
-/// `ceil(count · fraction)`, so that even a handful of splats can grow.
+/// The most splats a compact refinement may leave in a run whose peak is `count`: `count`
+/// plus `ceil(count · fraction)`, so that even a handful of splats can grow.
 fn paced_growth(count: u64, fraction: f64) -> u64 {
     count + (count as f64 * fraction).ceil() as u64
 }
@@ -257,8 +259,8 @@ impl Strategy {
     }
 
     /// The most splats a run of `steps` steps from `initial` splats can reach, where the
-    /// strategy bounds it (compact: its paced growth; MCMC: its cap), never more than
-    /// `max_splats`. `None` for 3DGS, which grows as far as its gradients ask (up to
+    /// strategy bounds it (compact: its paced growth, whose peak never passes this bound
+    /// either; MCMC: its cap), never more than `max_splats`. `None` for 3DGS, which grows as far as its gradients ask (up to
     /// `max_splats`).
     #[must_use]
     pub fn most_splats(&self, initial: u32, steps: u32, max_splats: u32) -> Option<u32> {
@@ -375,10 +377,12 @@ impl Densifier {
     /// Called after each optimizer step with the 1-based step number: does what the strategy
     /// schedules for this step (refine; for the default strategy also the opacity reset,
     /// after the refinement) and returns the (possibly new) state, and what was done if
-    /// anything was. `max_splats` caps the count for both strategies (growth stops there; it
-    /// never prunes to reach it). `scene_extent` is the 3DGS camera extent (radius of the
-    /// camera centres' bounding sphere × 1.1). `seed` is the run's: the same seed, step and
-    /// state give the same result. New buffers belong to `owner`.
+    /// anything was. `max_splats` caps the count for every strategy (growth stops there; it
+    /// never prunes to reach it). `peak_splats` is the most splats the run has had
+    /// ([`RunSnapshot::peak_splats`](crate::train::RunSnapshot::peak_splats)), which compact
+    /// paces its growth from. `scene_extent` is the 3DGS camera extent (radius of the camera
+    /// centres' bounding sphere × 1.1). `seed` is the run's: the same seed, step and state
+    /// give the same result. New buffers belong to `owner`.
     ///
     /// On an error the state is dropped (a GPU error here ends the run).
     #[expect(clippy::too_many_arguments, reason = "one call per step with everything it needs")]
@@ -389,6 +393,7 @@ impl Densifier {
         step: u32,
         scene_extent: f32,
         max_splats: u32,
+        peak_splats: u32,
         seed: u64,
         state: TrainState,
         owner: Owner,
@@ -412,9 +417,9 @@ impl Densifier {
         let mut state = state;
         let mut stats = None;
         if config.refines_at(step) {
-            let count = u64::from(state.splats.count);
+            let peak = u64::from(peak_splats.max(state.splats.count));
             let cap = grow_fraction.map_or(u64::from(max_splats), |fraction| {
-                paced_growth(count, fraction).min(u64::from(max_splats))
+                paced_growth(peak, fraction).min(u64::from(max_splats))
             }) as usize;
             let (refined, refine_stats) = self
                 .refine(ctx, state, step, true, owner, |old| {
