@@ -27,15 +27,16 @@
 //! start 8-byte aligned, so a reader may map them in place.
 //!
 //! The metadata holds everything that is not a big array: `writer` (informational), `step`,
-//! `rng`, `order`, `splats` (N), `sh_degree`, `moments` (number of moment pairs),
-//! `sections` (the section names, for people reading the file), `dataset`
-//! ([`DatasetIdentity`], with the options the dataset was loaded with; files written before
-//! those were stored read as `options: None`) and `config` ([`TrainConfig`], strategy
-//! included; files written before `transparency` was stored read as `"composite"`, what
-//! they trained with). Every floating-point value in it is a JSON *string* in Rust's shortest round-trip notation
-//! (`"0.00016"`, `"-0.0"`, `"inf"`): `serde_json`'s default number parser is not correctly
-//! rounded for every value, and strings read back bit for bit (NaN comes back as a NaN, its
-//! payload not kept). Integers, `u64` included, are JSON integers.
+//! `rng`, `order`, `splats` (N), `peak_splats` (the most splats the run has had, written
+//! only where it exceeds N; files without it, older ones included, read as N), `sh_degree`,
+//! `moments` (number of moment pairs), `sections` (the section names, for people reading
+//! the file), `dataset` ([`DatasetIdentity`], with the options the dataset was loaded with;
+//! files written before those were stored read as `options: None`) and `config`
+//! ([`TrainConfig`], strategy included; files written before `transparency` was stored read
+//! as `"composite"`, what they trained with). Every floating-point value in it is a JSON
+//! *string* in Rust's shortest round-trip notation (`"0.00016"`, `"-0.0"`, `"inf"`):
+//! `serde_json`'s default number parser is not correctly rounded for every value, and
+//! strings read back bit for bit (NaN comes back as a NaN, its payload not kept). Integers, `u64` included, are JSON integers.
 //!
 //! Later versions must keep the magic, the version field and the trailing checksum where
 //! they are, so that every reader tells a foreign file, a newer format and a damaged file

@@ -517,7 +517,8 @@ fn default_growth_stops_at_max_splats_highest_gradients_first() {
 }
 
 /// Compact refinement: the 3DGS decisions, but a refinement leaves at most 10% more splats
-/// than it found (rounded up), the highest gradients first, and what it prunes makes room.
+/// than the run's peak (here the count it found; rounded up), the highest gradients first,
+/// and what it prunes makes room.
 #[test]
 fn compact_growth_is_paced_highest_gradients_first() {
     let ctx = context();

@@ -205,7 +205,7 @@ pub struct CompactConfig {
 impl Default for CompactConfig {
     /// Measured on the shared captures (BENCHMARKS.md, "Compact refinement"): 4× the 3DGS
     /// gradient threshold keeps the splats that only chase noise from growing, and 10% a
-    /// refinement lets a run grow about 4× in its first 2,000 steps.
+    /// refinement lets a run grow to about 4× its peak in its first 2,000 steps.
     fn default() -> Self {
         Self {
             refine: DefaultConfig { grad_threshold: 0.0008, ..DefaultConfig::default() },
@@ -225,7 +225,7 @@ fn refinements_up_to(steps: u32, start: u32, stop: u32, every: u32) -> u32 {
 /// The most splats a compact refinement may leave in a run whose peak is `count`: `count`
 /// plus `ceil(count · fraction)`, so that even a handful of splats can grow.
 fn paced_growth(count: u64, fraction: f64) -> u64 {
-    count + (count as f64 * fraction).ceil() as u64
+    count.saturating_add((count as f64 * fraction).ceil() as u64)
 }
 
 /// How a run densifies.
@@ -259,9 +259,9 @@ impl Strategy {
     }
 
     /// The most splats a run of `steps` steps from `initial` splats can reach, where the
-    /// strategy bounds it (compact: its paced growth, whose peak never passes this bound
-    /// either; MCMC: its cap), never more than `max_splats`. `None` for 3DGS, which grows as far as its gradients ask (up to
-    /// `max_splats`).
+    /// strategy bounds it (compact: its paced growth, from a peak that grows no faster; MCMC:
+    /// its cap), never more than `max_splats`. `None` for 3DGS, which grows as far as its
+    /// gradients ask (up to `max_splats`).
     #[must_use]
     pub fn most_splats(&self, initial: u32, steps: u32, max_splats: u32) -> Option<u32> {
         let (grow, refinements, cap): (&dyn Fn(u64) -> u64, u32, u32) = match self {
