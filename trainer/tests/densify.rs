@@ -516,6 +516,12 @@ fn default_growth_stops_at_max_splats_highest_gradients_first() {
     assert_clean(&ctx);
 }
 
+/// Statistics of `n` splats all above the compact threshold (0.0008): splat i has gradient
+/// 0.001 + i · 1e-5, so the highest are the last.
+fn rising_gradients(n: usize) -> Vec<[f32; 3]> {
+    (0..n).map(|i| [0.001 + i as f32 * 1e-5, 1.0, 1.0]).collect()
+}
+
 /// Compact refinement: the 3DGS decisions, but a refinement leaves at most 10% more splats
 /// than the run's peak (here the count it found; rounded up), the highest gradients first,
 /// and what it prunes makes room.
@@ -526,8 +532,7 @@ fn compact_growth_is_paced_highest_gradients_first() {
     let compact = Strategy::Compact(CompactConfig::default());
     let n = 100;
     let mut splats = scene(n, 0);
-    // All small and above the compact threshold (0.0008); splat i has gradient 0.001 + i · 1e-5.
-    let stats: Vec<[f32; 3]> = (0..n).map(|i| [0.001 + i as f32 * 1e-5, 1.0, 1.0]).collect();
+    let stats = rising_gradients(n);
     let state = upload(&ctx, &splats);
     write_stats(&ctx, &state, &stats);
     let (state, result) = refine(&densifier, &ctx, &compact, EARLY_STEP, 1.0, 1000, SEED, state);
@@ -573,7 +578,7 @@ fn compact_refills_up_to_its_peak() {
     let compact = Strategy::Compact(CompactConfig::default());
     let n = 100;
     let splats = scene(n, 0);
-    let stats: Vec<[f32; 3]> = (0..n).map(|i| [0.001 + i as f32 * 1e-5, 1.0, 1.0]).collect();
+    let stats = rising_gradients(n);
     let grow = |peak: u32, max_splats: u32| {
         let state = upload(&ctx, &splats);
         write_stats(&ctx, &state, &stats);
