@@ -48,6 +48,9 @@
 //! file length in the header (more than the file has: "cut short"), the checksum (any
 //! changed byte), that the header's lengths add up to the file's length exactly, and that
 //! the metadata agrees with the section lengths (splat count, SH degree, moment buffers).
+//! Metadata with a field this build does not know, at any depth, comes from a newer build
+//! (version 1 gains optional fields): it is refused, saying so and naming the field and the
+//! writer, rather than read without what the newer build meant by it.
 //! Only then does it allocate, exactly what the sections hold, and copy each array out of
 //! the file's bytes with one `memcpy` (and a byte swap on big-endian machines). A damaged
 //! header claiming billions of values therefore fails in microseconds, without allocating.
@@ -83,6 +86,9 @@ pub const MAGIC: [u8; 8] = *b"SPLATCKP";
 pub const VERSION: u32 = 1;
 /// The format versions this build reads.
 pub const READ_VERSIONS: [u32; 1] = [1];
+
+/// The metadata's `writer`: who wrote a checkpoint.
+const WRITER: &str = concat!("splat-trainer ", env!("CARGO_PKG_VERSION"));
 
 /// Magic, version, section count, file length, metadata length.
 const FIXED_HEADER_LEN: usize = 32;
@@ -149,6 +155,13 @@ pub enum CheckpointError {
     /// The metadata JSON is not what this version expects.
     #[error("the checkpoint's metadata cannot be read: {0}")]
     Metadata(serde_json::Error),
+    /// The metadata holds a field this build does not know: a newer build wrote it (version
+    /// 1 files gain optional fields; an older reader refuses rather than train differently).
+    #[error(
+        "the checkpoint was written by {writer} and holds `{field}`, which this build \
+         ({WRITER}) does not know: open it with the version that wrote it or a newer one"
+    )]
+    NewerMetadata { field: String, writer: String },
     /// The values given to [`write()`] cannot be stored (splat arrays of different lengths,
     /// SH degree above 3).
     #[error("cannot write this checkpoint: {0}")]
@@ -666,8 +679,27 @@ impl Header {
 
     fn metadata(&self, head: &[u8]) -> Result<Metadata, CheckpointError> {
         let json = head.get(self.table_end..self.json_end).unwrap_or_default();
-        serde_json::from_slice(json).map_err(CheckpointError::Metadata)
+        serde_json::from_slice(json).map_err(|error| match unknown_field(&error) {
+            Some(field) => {
+                #[derive(Deserialize)]
+                struct Writer {
+                    writer: String,
+                }
+                let writer = serde_json::from_slice::<Writer>(json)
+                    .map_or_else(|_| "an unknown writer".to_owned(), |doc| doc.writer);
+                CheckpointError::NewerMetadata { field, writer }
+            }
+            None => CheckpointError::Metadata(error),
+        })
     }
+}
+
+/// The field a metadata error names as unknown (serde's `unknown field `NAME`, expected
+/// ...`), at whatever depth of the document.
+fn unknown_field(error: &serde_json::Error) -> Option<String> {
+    let message = error.to_string();
+    let name = message.strip_prefix("unknown field `")?;
+    Some(name[..name.find('`')?].to_owned())
 }
 
 /// The arrays of a checkpoint, allocated for the section lengths a file gives.
@@ -863,7 +895,7 @@ impl Metadata {
         let snapshot = &checkpoint.snapshot;
         let moments = u32::try_from(snapshot.optimizer.moments.len()).unwrap_or(u32::MAX);
         Self {
-            writer: concat!("splat-trainer ", env!("CARGO_PKG_VERSION")).to_owned(),
+            writer: WRITER.to_owned(),
             step: snapshot.step,
             rng: snapshot.rng,
             order: snapshot.order.clone(),

@@ -407,6 +407,65 @@ fn unsupported_version_says_which_are_read() {
     assert!(error.to_string().contains("reads version 1"), "{error}");
 }
 
+/// `bytes` with its metadata JSON edited by `edit`: the header's lengths, the padding and
+/// the checksum made to agree again, as a build writing that metadata would have.
+fn with_metadata(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let sections = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let json_start = 32 + 8 * sections;
+    let json_end = json_start + u64_at(24) as usize;
+    let mut metadata: serde_json::Value = serde_json::from_slice(&bytes[json_start..json_end])
+        .unwrap_or_else(|e| panic!("{e}"));
+    edit(&mut metadata);
+    let json = serde_json::to_vec(&metadata).unwrap_or_else(|e| panic!("{e}"));
+    let arrays = &bytes[json_end.next_multiple_of(8)..bytes.len() - 8];
+
+    let mut out = bytes[..json_start].to_vec();
+    out.extend_from_slice(&json);
+    out.resize(out.len().next_multiple_of(8), 0);
+    out.extend_from_slice(arrays);
+    let file_len = out.len() as u64 + 8;
+    out[16..24].copy_from_slice(&file_len.to_le_bytes());
+    out[24..32].copy_from_slice(&(json.len() as u64).to_le_bytes());
+    let sum = checkpoint::checksum(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
+    out
+}
+
+/// A field this build does not know, at the top of the metadata or deep in the config, is
+/// refused in words that say a newer build wrote the file (not a parser's field list).
+#[test]
+fn metadata_from_a_newer_build_says_so() {
+    let bytes = to_bytes(&random_checkpoint(&mut Rng(9), 3, 1, false));
+    let same = with_metadata(&bytes, |_| {});
+    checkpoint::read(&same).unwrap_or_else(|e| panic!("the helper rebuilds a valid file: {e}"));
+
+    let newer = |doc: &mut serde_json::Value| {
+        doc["writer"] = "splat-trainer 9.0.0".into();
+    };
+    let top = with_metadata(&bytes, |doc| {
+        newer(doc);
+        doc["future_counter"] = 7.into();
+    });
+    let nested = with_metadata(&bytes, |doc| {
+        newer(doc);
+        doc["config"]["future_setting"] = "on".into();
+    });
+    for (file, field) in [(top, "future_counter"), (nested, "future_setting")] {
+        let error = root(checkpoint::read(&file));
+        assert!(matches!(&error, CheckpointError::NewerMetadata { .. }), "{error}");
+        let text = error.to_string();
+        assert!(text.contains(&format!("`{field}`")), "{text}");
+        assert!(text.contains("written by splat-trainer 9.0.0"), "{text}");
+        assert!(!text.contains("expected one of"), "no parser's field list: {text}");
+    }
+
+    // Anything else wrong with the metadata is still said as such.
+    let broken = with_metadata(&bytes, |doc| doc["step"] = "many".into());
+    let error = root(checkpoint::read(&broken));
+    assert!(matches!(error, CheckpointError::Metadata(_)), "{error}");
+}
+
 #[test]
 fn foreign_files_are_not_checkpoints() {
     let ply = Path::new(env!("CARGO_MANIFEST_DIR"))
