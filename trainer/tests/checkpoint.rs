@@ -410,8 +410,8 @@ fn unsupported_version_says_which_are_read() {
 /// `bytes` with its metadata JSON edited by `edit`: the header's lengths, the padding and
 /// the checksum made to agree again, as a build writing that metadata would have.
 fn with_metadata(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
-    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
-    let sections = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let u64_at = |at: usize| u64::from_le_bytes(std::array::from_fn(|i| bytes[at + i]));
+    let sections = u32::from_le_bytes(std::array::from_fn(|i| bytes[12 + i])) as usize;
     let json_start = 32 + 8 * sections;
     let json_end = json_start + u64_at(24) as usize;
     let mut metadata: serde_json::Value = serde_json::from_slice(&bytes[json_start..json_end])
