@@ -870,6 +870,7 @@ impl Trainer {
         let step_number = self.step + 1;
         let camera = self.dataset.train[view].camera;
         let (rates, extent, step0) = (self.config.learning_rates, self.extent, self.step);
+        let peak_splats = self.peak_splats;
         let sh_degree = self.active_sh_degree();
         let transparency = self.training_transparency(view, step0);
         let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
@@ -917,7 +918,7 @@ impl Trainer {
                 &scratch.v_image,
                 &state.grads,
             )?;
-            if let Some(weights) = config.strategy.regularisers(step_number) {
+            if let Some(weights) = config.strategy.regularisers(step_number, state.splats.count, peak_splats) {
                 // The opacity and scale regularisers act on the gradients before Adam.
                 ctx.profile_stage("regularisers");
                 kernels.densifier.regularize(&ctx, &mut encoder, weights, state)?;

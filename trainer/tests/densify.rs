@@ -614,9 +614,20 @@ fn most_splats_follows_each_strategys_growth() {
     assert_eq!(mcmc(2000).most_splats(1000, 30_000, 3_000_000), Some(2000));
     assert_eq!(mcmc(2000).most_splats(1000, 30_000, 1500), Some(1500));
     assert_eq!(default_strategy().most_splats(1000, 2000, 3_000_000), None);
-    assert_eq!(compact.regularisers(14_999), Some([0.01, 0.0]));
-    assert_eq!(compact.regularisers(15_000), None, "after the last refinement");
-    assert_eq!(default_strategy().regularisers(1), None);
+}
+
+/// Compact's opacity regulariser acts while the run is at its peak and refinements go on;
+/// MCMC's regularisers act all run long; 3DGS has none.
+#[test]
+fn regularisers_act_where_each_strategy_needs_them() {
+    let compact = Strategy::Compact(CompactConfig::default());
+    assert_eq!(compact.regularisers(1, 1000, 1000), Some([0.01, 0.0]), "a fresh run");
+    assert_eq!(compact.regularisers(14_999, 1000, 1000), Some([0.01, 0.0]));
+    assert_eq!(compact.regularisers(15_000, 1000, 1000), None, "after the last refinement");
+    assert_eq!(compact.regularisers(600, 999, 1000), None, "below its peak: room to grow");
+    assert_eq!(mcmc(2000).regularisers(600, 999, 1000), Some([0.01, 0.01]));
+    assert_eq!(mcmc(2000).regularisers(40_000, 999, 1000), Some([0.01, 0.01]));
+    assert_eq!(default_strategy().regularisers(1, 1000, 1000), None);
 }
 
 /// Size pruning (screen radius, world scale) starts after the first opacity reset.

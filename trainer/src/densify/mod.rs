@@ -191,14 +191,17 @@ pub const NOISE_GATE_CENTER: f32 = 0.995;
 /// mean gradient first: what it prunes makes room, and a run pruned far below its peak (random
 /// points in empty space, faded by the alpha supervision) grows back to it without waiting.
 /// An opacity regulariser (the mean opacity in the loss, as in 3DGS-MCMC) lets splats that
-/// nothing needs fade below `min_opacity`, where the prune takes them.
+/// nothing needs fade below `min_opacity`, where the prune takes them, while the run is at its
+/// peak: there growth is held to the pace and fading makes room; below it (lego's random
+/// points pruned) there is room already, and the regulariser would only dim the picture.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompactConfig {
     /// Schedule, growth and prune thresholds, opacity resets.
     pub refine: DefaultConfig,
     /// Most splats one refinement may leave above the run's peak, as a fraction of the peak.
     pub grow_fraction: f64,
-    /// Weight of the mean opacity (after the sigmoid) in the loss.
+    /// Weight of the mean opacity (after the sigmoid) in the loss, while the run is at its
+    /// peak.
     pub opacity_reg: f32,
 }
 
@@ -292,13 +295,18 @@ impl Strategy {
     }
 
     /// Weights of the regularisers `opacity_reg · mean(sigmoid(o)) + scale_reg · mean(exp(s))`
-    /// the strategy adds to the loss at `step`, if any. MCMC's act all run long (as gsplat's);
-    /// compact's only while refinements prune what it fades: after them it would only dim.
+    /// the strategy adds to the loss at `step` of a run of `splats` splats whose peak is
+    /// `peak_splats`, if any. MCMC's act all run long (as gsplat's). Compact's acts only while
+    /// refinements prune what it fades (after them it would only dim) and while the run is at
+    /// its peak, where a refinement may add only the pace's fraction and fading what nothing
+    /// needs is what makes room; a run below its peak has room already.
     #[must_use]
-    pub fn regularisers(&self, step: u32) -> Option<[f32; 2]> {
+    pub fn regularisers(&self, step: u32, splats: u32, peak_splats: u32) -> Option<[f32; 2]> {
         let weights = match self {
             Self::Mcmc(config) => [config.opacity_reg, config.scale_reg],
-            Self::Compact(config) if step < config.refine.stop => [config.opacity_reg, 0.0],
+            Self::Compact(config) if step < config.refine.stop && splats >= peak_splats => {
+                [config.opacity_reg, 0.0]
+            }
             Self::Default(_) | Self::Compact(_) => return None,
         };
         let [opacity, scale] = weights;
