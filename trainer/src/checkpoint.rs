@@ -48,9 +48,9 @@
 //! file length in the header (more than the file has: "cut short"), the checksum (any
 //! changed byte), that the header's lengths add up to the file's length exactly, and that
 //! the metadata agrees with the section lengths (splat count, SH degree, moment buffers).
-//! Metadata with a field this build does not know, at any depth, comes from a newer build
-//! (version 1 gains optional fields): it is refused, saying so and naming the field and the
-//! writer, rather than read without what the newer build meant by it.
+//! Metadata with a field (or a setting's choice) this build does not know, at any depth,
+//! comes from a newer build (version 1 gains optional fields): it is refused, saying so and
+//! naming the field and the writer, rather than read without what the newer build meant.
 //! Only then does it allocate, exactly what the sections hold, and copy each array out of
 //! the file's bytes with one `memcpy` (and a byte swap on big-endian machines). A damaged
 //! header claiming billions of values therefore fails in microseconds, without allocating.
@@ -155,8 +155,9 @@ pub enum CheckpointError {
     /// The metadata JSON is not what this version expects.
     #[error("the checkpoint's metadata cannot be read: {0}")]
     Metadata(serde_json::Error),
-    /// The metadata holds a field this build does not know: a newer build wrote it (version
-    /// 1 files gain optional fields; an older reader refuses rather than train differently).
+    /// The metadata holds a field, or a choice of a setting, this build does not know: a
+    /// newer build wrote it (version 1 files gain optional fields; an older reader refuses
+    /// rather than train differently).
     #[error(
         "the checkpoint was written by {writer} and holds `{field}`, which this build \
          ({WRITER}) does not know: open it with the version that wrote it or a newer one"
@@ -694,11 +695,14 @@ impl Header {
     }
 }
 
-/// The field a metadata error names as unknown (serde's `unknown field `NAME`, expected
-/// ...`), at whatever depth of the document.
+/// The field or the value (of a setting with named choices) a metadata error names as
+/// unknown (serde's `unknown field `NAME`, expected ...` or `unknown variant ...`), at
+/// whatever depth of the document.
 fn unknown_field(error: &serde_json::Error) -> Option<String> {
     let message = error.to_string();
-    let name = message.strip_prefix("unknown field `")?;
+    let name = message
+        .strip_prefix("unknown field `")
+        .or_else(|| message.strip_prefix("unknown variant `"))?;
     Some(name[..name.find('`')?].to_owned())
 }
 

@@ -918,7 +918,9 @@ impl Trainer {
                 &scratch.v_image,
                 &state.grads,
             )?;
-            if let Some(weights) = config.strategy.regularisers(step_number, state.splats.count, peak_splats) {
+            if let Some(weights) =
+                config.strategy.regularisers(step_number, state.splats.count, peak_splats)
+            {
                 // The opacity and scale regularisers act on the gradients before Adam.
                 ctx.profile_stage("regularisers");
                 kernels.densifier.regularize(&ctx, &mut encoder, weights, state)?;

@@ -414,8 +414,8 @@ fn with_metadata(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec
     let sections = u32::from_le_bytes(std::array::from_fn(|i| bytes[12 + i])) as usize;
     let json_start = 32 + 8 * sections;
     let json_end = json_start + u64_at(24) as usize;
-    let mut metadata: serde_json::Value = serde_json::from_slice(&bytes[json_start..json_end])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut metadata: serde_json::Value =
+        serde_json::from_slice(&bytes[json_start..json_end]).unwrap_or_else(|e| panic!("{e}"));
     edit(&mut metadata);
     let json = serde_json::to_vec(&metadata).unwrap_or_else(|e| panic!("{e}"));
     let arrays = &bytes[json_end.next_multiple_of(8)..bytes.len() - 8];
@@ -432,8 +432,9 @@ fn with_metadata(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec
     out
 }
 
-/// A field this build does not know, at the top of the metadata or deep in the config, is
-/// refused in words that say a newer build wrote the file (not a parser's field list).
+/// A field or a setting's choice this build does not know, at the top of the metadata or deep
+/// in the config, is refused in words that say a newer build wrote the file (not a parser's
+/// list of what it expected).
 #[test]
 fn metadata_from_a_newer_build_says_so() {
     let bytes = to_bytes(&random_checkpoint(&mut Rng(9), 3, 1, false));
@@ -451,7 +452,13 @@ fn metadata_from_a_newer_build_says_so() {
         newer(doc);
         doc["config"]["future_setting"] = "on".into();
     });
-    for (file, field) in [(top, "future_counter"), (nested, "future_setting")] {
+    let choice = with_metadata(&bytes, |doc| {
+        newer(doc);
+        doc["config"]["transparency"] = "future_mode".into();
+    });
+    for (file, field) in
+        [(top, "future_counter"), (nested, "future_setting"), (choice, "future_mode")]
+    {
         let error = root(checkpoint::read(&file));
         assert!(matches!(&error, CheckpointError::NewerMetadata { .. }), "{error}");
         let text = error.to_string();
