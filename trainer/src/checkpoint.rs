@@ -49,8 +49,8 @@
 //! changed byte), that the header's lengths add up to the file's length exactly, and that
 //! the metadata agrees with the section lengths (splat count, SH degree, moment buffers).
 //! Metadata with a field (or a setting's choice) this build does not know, at any depth,
-//! comes from a newer build (version 1 gains optional fields): it is refused, saying so and
-//! naming the field and the writer, rather than read without what the newer build meant.
+//! comes from a newer build (version 1 gains optional fields) or an edited file: it is
+//! refused, naming what it does not know and the writer, rather than read without it.
 //! Only then does it allocate, exactly what the sections hold, and copy each array out of
 //! the file's bytes with one `memcpy` (and a byte swap on big-endian machines). A damaged
 //! header claiming billions of values therefore fails in microseconds, without allocating.
@@ -155,14 +155,14 @@ pub enum CheckpointError {
     /// The metadata JSON is not what this version expects.
     #[error("the checkpoint's metadata cannot be read: {0}")]
     Metadata(serde_json::Error),
-    /// The metadata holds a field, or a choice of a setting, this build does not know: a
-    /// newer build wrote it (version 1 files gain optional fields; an older reader refuses
-    /// rather than train differently).
+    /// The metadata holds a field, or a choice of a setting, this build does not know
+    /// (`name`): a newer build wrote it (version 1 files gain optional fields; an older
+    /// reader refuses rather than train differently), or someone edited it.
     #[error(
-        "the checkpoint was written by {writer} and holds `{field}`, which this build \
-         ({WRITER}) does not know: open it with the version that wrote it or a newer one"
+        "the checkpoint holds `{name}`, which this build ({WRITER}) does not know: it was \
+         written by {writer}, a newer build, or edited since"
     )]
-    NewerMetadata { field: String, writer: String },
+    NewerMetadata { name: String, writer: String },
     /// The values given to [`write()`] cannot be stored (splat arrays of different lengths,
     /// SH degree above 3).
     #[error("cannot write this checkpoint: {0}")]
@@ -680,15 +680,15 @@ impl Header {
 
     fn metadata(&self, head: &[u8]) -> Result<Metadata, CheckpointError> {
         let json = head.get(self.table_end..self.json_end).unwrap_or_default();
-        serde_json::from_slice(json).map_err(|error| match unknown_field(&error) {
-            Some(field) => {
+        serde_json::from_slice(json).map_err(|error| match unknown_name(&error) {
+            Some(name) => {
                 #[derive(Deserialize)]
                 struct Writer {
                     writer: String,
                 }
                 let writer = serde_json::from_slice::<Writer>(json)
                     .map_or_else(|_| "an unknown writer".to_owned(), |doc| doc.writer);
-                CheckpointError::NewerMetadata { field, writer }
+                CheckpointError::NewerMetadata { name, writer }
             }
             None => CheckpointError::Metadata(error),
         })
@@ -698,7 +698,7 @@ impl Header {
 /// The field or the value (of a setting with named choices) a metadata error names as
 /// unknown (serde's `unknown field `NAME`, expected ...` or `unknown variant ...`), at
 /// whatever depth of the document.
-fn unknown_field(error: &serde_json::Error) -> Option<String> {
+fn unknown_name(error: &serde_json::Error) -> Option<String> {
     let message = error.to_string();
     let name = message
         .strip_prefix("unknown field `")

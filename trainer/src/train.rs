@@ -870,7 +870,8 @@ impl Trainer {
         let step_number = self.step + 1;
         let camera = self.dataset.train[view].camera;
         let (rates, extent, step0) = (self.config.learning_rates, self.extent, self.step);
-        let peak_splats = self.peak_splats;
+        // A run capped below its peak by `max_splats` is at its budget too.
+        let peak_splats = self.peak_splats.min(self.config.max_splats);
         let sh_degree = self.active_sh_degree();
         let transparency = self.training_transparency(view, step0);
         let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
