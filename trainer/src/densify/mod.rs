@@ -296,9 +296,9 @@ impl Strategy {
 
     /// Weights of the regularisers `opacity_reg · mean(sigmoid(o)) + scale_reg · mean(exp(s))`
     /// the strategy adds to the loss at `step` of a run of `splats` splats whose peak is
-    /// `peak_splats` (capped at the run's `max_splats`), if any. MCMC's act all run long (as gsplat's).
-    /// Compact's acts while refinements prune what it fades (after them it would only dim)
-    /// and the run is at its peak ([`CompactConfig`] says why).
+    /// `peak_splats` (capped at the run's `max_splats`), if any. MCMC's act all run long (as
+    /// gsplat's). Compact's acts while refinements prune what it fades (after them it would
+    /// only dim) and the run is at its peak ([`CompactConfig`] says why).
     #[must_use]
     pub fn regularisers(&self, step: u32, splats: u32, peak_splats: u32) -> Option<[f32; 2]> {
         let weights = match self {
