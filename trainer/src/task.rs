@@ -32,7 +32,7 @@ use splat_render::{
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::dataset::{Dataset, LoadOptions, load_dataset};
-use crate::densify::Strategy;
+use crate::densify::{RefineStats, Strategy};
 use crate::init::upload_from_points;
 use crate::memory::{Cap, MemoryModel, RunPlan};
 use crate::train::{
@@ -869,6 +869,17 @@ impl Task {
         let eval = (eval_every > 0 && stats.step % eval_every == 0) || stats.step >= planned;
         let eval = if eval { Some(trainer.evaluate_async().await) } else { None };
         self.emit(Event::Step(stats)).await;
+        if let Some(refine) = stats.refine.filter(RefineStats::halved) {
+            self.warn(format!(
+                "step {}: the refinement left {} of {} splats ({} removed, {} added)",
+                stats.step,
+                refine.count,
+                refine.before(),
+                refine.removed,
+                refine.added
+            ))
+            .await;
+        }
         self.emit_metrics().await;
         match eval {
             Some(Ok(eval)) => self.emit(Event::Eval(eval)).await,

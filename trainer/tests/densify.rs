@@ -397,11 +397,13 @@ fn default_matches_the_cpu_model_on_a_random_scene() {
         fill_moments(&ctx, &state);
         write_stats(&ctx, &state, &stats);
         let before_moments = read_moments(&ctx, &state);
-        let strategy = default_strategy();
+        // The screen-radius rule on (off by default), so that every rule is exercised.
+        let config = DefaultConfig { max_screen_radius: 20.0, ..DefaultConfig::default() };
+        let strategy = Strategy::Default(config.clone());
         let (state, result) =
             refine(&densifier, &ctx, &strategy, step, extent, max_splats, SEED, state);
         let model = model_default(
-            &DefaultConfig::default(),
+            &config,
             step,
             extent,
             max_splats as usize,
@@ -630,7 +632,8 @@ fn regularisers_act_where_each_strategy_needs_them() {
     assert_eq!(default_strategy().regularisers(1, 1000, 1000), None);
 }
 
-/// Size pruning (screen radius, world scale) starts after the first opacity reset.
+/// Size pruning (screen radius where one is set, world scale) starts after the first opacity
+/// reset.
 #[test]
 fn default_prunes_big_splats_only_after_the_first_reset() {
     let ctx = context();
@@ -639,17 +642,38 @@ fn default_prunes_big_splats_only_after_the_first_reset() {
     let mut splats = scene(3, 0);
     splats.log_scales[1] = [0.2_f32.ln(); 3]; // > 0.1 · extent
     let stats = [[0.0, 1.0, 25.0], [0.0, 1.0, 1.0], [0.0, 1.0, 1.0]]; // 0 spans 25 px > 20
+    let screen = Strategy::Default(DefaultConfig { max_screen_radius: 20.0, ..Default::default() });
     for (step, survivors) in [(EARLY_STEP, 3), (3_000, 3), (3_100, 1)] {
         let state = upload(&ctx, &splats);
         write_stats(&ctx, &state, &stats);
-        let (state, _) =
-            refine(&densifier, &ctx, &default_strategy(), step, extent, 1000, SEED, state);
+        let (state, _) = refine(&densifier, &ctx, &screen, step, extent, 1000, SEED, state);
         assert_eq!(state.splats.count, survivors, "step {step}");
         if survivors == 1 {
             assert_eq!(state.splats.download(&ctx).unwrap().means[0], splats.means[2]);
         }
     }
+    // By default the screen radius prunes nothing: only splat 1 (too large in the world) goes.
+    let state = upload(&ctx, &splats);
+    write_stats(&ctx, &state, &stats);
+    let (state, _) =
+        refine(&densifier, &ctx, &default_strategy(), 3_100, extent, 1000, SEED, state);
+    assert_eq!(state.splats.count, 2);
+    drop(state);
     assert_clean(&ctx);
+}
+
+/// What the trainer's guard tells: a refinement that left fewer than half the splats it found
+/// (the full-resolution collapse of issue 35: 9,776 splats to 157 at step 3,100).
+#[test]
+fn a_refinement_that_halves_the_count_is_told() {
+    let stats = |added, removed, count| RefineStats { added, removed, count, ..Default::default() };
+    let collapse = stats(12, 9_631, 157);
+    assert_eq!(collapse.before(), 9_776);
+    assert!(collapse.halved());
+    assert!(!stats(0, 50, 50).halved(), "exactly half left");
+    assert!(stats(0, 51, 49).halved());
+    assert!(!stats(10_000, 5_000, 15_000).halved(), "split parents replaced by their children");
+    assert!(!stats(0, 0, 0).halved(), "nothing to lose");
 }
 
 #[test]

@@ -79,13 +79,18 @@ pub struct DefaultConfig {
     pub percent_dense: f32,
     /// Prune below this opacity (after the sigmoid).
     pub min_opacity: f32,
-    /// After the first opacity reset, prune splats whose largest screen radius since the last
-    /// refinement exceeded this many pixels (3DGS's `size_threshold`).
+    /// After the first opacity reset (without resets: from the start), prune splats whose
+    /// largest screen radius since the last refinement exceeded this many pixels of the
+    /// training images (3DGS's `size_threshold`).
+    /// Off (infinite) by default: in pixels it is 8 times as strict at 1,280 px as at 160 px,
+    /// and at full resolution it deleted most of a run's splats at the refinement after each
+    /// reset (BENCHMARKS.md, "The default schedule"). 3DGS's own code never applied it (its
+    /// statistic was cleared before the prune), and gsplat leaves it off.
     pub max_screen_radius: f32,
-    /// After the first opacity reset, prune splats whose largest scale exceeds this × scene
-    /// extent.
+    /// After the first opacity reset (without resets: from the start), prune splats whose
+    /// largest scale exceeds this × scene extent (3DGS's `big_points_ws`).
     pub max_world_scale: f32,
-    /// Reset opacities every this many steps (`opacity_reset_interval`).
+    /// Reset opacities every this many steps (`opacity_reset_interval`; 0: never).
     pub opacity_reset_every: u32,
     /// The opacity (after the sigmoid) a reset clamps to.
     pub opacity_reset_value: f32,
@@ -100,7 +105,7 @@ impl Default for DefaultConfig {
             grad_threshold: 0.0002,
             percent_dense: 0.01,
             min_opacity: 0.005,
-            max_screen_radius: 20.0,
+            max_screen_radius: f32::INFINITY,
             max_world_scale: 0.1,
             opacity_reset_every: 3_000,
             opacity_reset_value: 0.01,
@@ -194,9 +199,17 @@ pub const NOISE_GATE_CENTER: f32 = 0.995;
 /// nothing needs fade below `min_opacity`, where the prune takes them, while the run is at its
 /// peak: there growth is held to the pace and fading makes room; below it (lego's random
 /// points pruned) there is room already, and the regulariser would only dim the picture.
+///
+/// The regulariser does the opacity reset's work, so compact has none, nor 3DGS's prune of
+/// splats large in the world: a reset clears Adam's opacity moments, after which the
+/// regulariser's tiny gradient alone moves an unseen splat a full step a step, below the
+/// visibility cut within ten steps and then to the prune; the world-size prune (a tenth of
+/// the cameras' extent) deletes the background of a capture whose scene lies far beyond its
+/// cameras. Either took several dB from every run that crossed step 3,000 (BENCHMARKS.md,
+/// "The default schedule").
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompactConfig {
-    /// Schedule, growth and prune thresholds, opacity resets.
+    /// Schedule, growth and prune thresholds (opacity resets and size prunes: off).
     pub refine: DefaultConfig,
     /// Most splats one refinement may leave above the run's peak, as a fraction of the peak.
     pub grow_fraction: f64,
@@ -211,7 +224,12 @@ impl Default for CompactConfig {
     /// refinement lets a run grow to about 4× its peak in its first 2,000 steps.
     fn default() -> Self {
         Self {
-            refine: DefaultConfig { grad_threshold: 0.0008, ..DefaultConfig::default() },
+            refine: DefaultConfig {
+                grad_threshold: 0.0008,
+                opacity_reset_every: 0,
+                max_world_scale: f32::INFINITY,
+                ..DefaultConfig::default()
+            },
             grow_fraction: 0.1,
             opacity_reg: 0.01,
         }
@@ -326,6 +344,21 @@ pub struct RefineStats {
     pub count: u32,
     /// Whether opacities were reset (default strategy).
     pub opacity_reset: bool,
+}
+
+impl RefineStats {
+    /// Splats before the refinement.
+    #[must_use]
+    pub fn before(&self) -> u32 {
+        (self.count + self.removed).saturating_sub(self.added)
+    }
+
+    /// Whether the refinement left fewer than half the splats it found: no schedule means
+    /// to, so the trainer says so when it happens (a collapse of the run).
+    #[must_use]
+    pub fn halved(&self) -> bool {
+        u64::from(self.count) * 2 < u64::from(self.before())
+    }
 }
 
 /// The densification kernels. Make once per device.

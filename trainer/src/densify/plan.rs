@@ -174,10 +174,11 @@ struct Candidate {
 ///   (position ~ N(parent mean, parent covariance), log-scale − ln [`SPLIT_SCALE_DIVISOR`],
 ///   same rotation, opacity and SH; the parent is removed);
 /// - then **prune** what has opacity < `min_opacity` and, once the first opacity reset has
-///   passed (step > `opacity_reset_every`), what is larger than `max_world_scale ·
-///   scene_extent` or whose largest screen radius exceeded `max_screen_radius` pixels. The
-///   prune applies to clones and split children too, as in 3DGS where it runs after growth;
-///   split children have no measured radius, so only their world size counts.
+///   passed (step > `opacity_reset_every`; from the start without resets), what is larger
+///   than `max_world_scale · scene_extent` or whose largest screen radius exceeded
+///   `max_screen_radius` pixels. The prune applies to clones and split children too, as in
+///   3DGS where it runs after growth; split children have no measured radius, so only their
+///   world size counts.
 ///
 /// Growth is capped so the output has at most `cap` splats: when the candidates do
 /// not all fit, the ones with the highest gradient go first (ties: lower index). A splat
