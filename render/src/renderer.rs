@@ -109,6 +109,7 @@ pub struct Renderer {
     band_bounds: wgpu::ComputePipeline,
     emit: wgpu::ComputePipeline,
     tile_ranges: wgpu::ComputePipeline,
+    chunk_sums: wgpu::ComputePipeline,
     rasterize_forward: wgpu::ComputePipeline,
     rasterize_backward: wgpu::ComputePipeline,
     reduction: Reduction,
@@ -184,6 +185,7 @@ impl Renderer {
                 band_bounds: pipeline(ctx, Kernel::Intersect, "band_bounds"),
                 emit: pipeline(ctx, Kernel::Intersect, "emit"),
                 tile_ranges: pipeline(ctx, Kernel::Intersect, "tile_ranges"),
+                chunk_sums: pipeline(ctx, Kernel::Intersect, "chunk_sums"),
                 rasterize_forward: pipeline(ctx, Kernel::RasterizeForward, "main"),
                 rasterize_backward: pipeline(ctx, Kernel::RasterizeBackward(reduction), "main"),
                 reduction,
@@ -783,6 +785,13 @@ impl Renderer {
                 self.limits.grid(tiles_x * tiles_y + 1),
             );
         }
+        // The whole chunks of a splat's partials, added once (intersect.wgsl, chunk_sums).
+        for (k, band) in plan.iter().enumerate() {
+            let chunks = whole_chunks(band);
+            let bind = self.intersect_bind_group(ctx, IntersectStage::ChunkSums, scratch, k);
+            let groups = self.groups(chunks);
+            dispatch(ctx, encoder, "projection backward", &self.chunk_sums, &bind, groups);
+        }
         // Each splat's partials from its own band, a window of splats at a time.
         for (w, window) in splat_windows(n, self.window).enumerate() {
             let [p0, p1, p2, p3, p4, p5, p6, p7] = splats.window(&window);
@@ -839,7 +848,7 @@ impl Renderer {
         // holds only those, so bind exactly them. The band's own buffers where a stage works
         // on one band (band 0's elsewhere: they are not used there).
         let b = &scratch.bands[band.min(scratch.bands.len().saturating_sub(1))];
-        let all: [(u32, &wgpu::Buffer); 14] = [
+        let all: [(u32, &wgpu::Buffer); 15] = [
             (0, &scratch.intersect_uniform),
             (1, &scratch.depths),
             (2, &scratch.tiles_touched),
@@ -854,6 +863,7 @@ impl Renderer {
             (11, &b.projected),
             (12, &b.band_uniform),
             (13, &scratch.bounds),
+            (14, &b.partials),
         ];
         let (pipeline, label, used): (&wgpu::ComputePipeline, _, &[u32]) = match stage {
             IntersectStage::Compact => (&self.compact, "compact", &[0, 1, 3, 4, 5, 9]),
@@ -861,9 +871,10 @@ impl Renderer {
             IntersectStage::BandBounds => (&self.band_bounds, "band_bounds", &[0, 5, 13]),
             IntersectStage::Emit => (&self.emit, "emit", &[0, 4, 5, 6, 7, 10, 11, 12]),
             IntersectStage::TileRanges => (&self.tile_ranges, "tile_ranges", &[6, 8, 12]),
+            IntersectStage::ChunkSums => (&self.chunk_sums, "chunk_sums", &[10, 12, 14]),
         };
         // The buffers bound, in binding order (no allocation): the cache's key.
-        let mut key: [_; 14] =
+        let mut key: [_; 15] =
             std::array::from_fn(|_| scratch.intersect_uniform.as_entire_buffer_binding());
         for (slot, (_, buffer)) in all.iter().filter(|(b, _)| used.contains(b)).enumerate() {
             key[slot] = buffer.as_entire_buffer_binding();
@@ -906,6 +917,7 @@ enum IntersectStage {
     BandBounds,
     Emit,
     TileRanges,
+    ChunkSums,
 }
 
 /// Intersections a depth band starts at (multiples of): every buffer of a band must fit one
@@ -1007,6 +1019,16 @@ fn bind_group(
         })
     })
 }
+
+/// Chunks of [`CHUNK`] intersections, numbered in the frame, wholly inside `band`.
+fn whole_chunks(band: &BandUniform) -> u32 {
+    let end = u64::from(band.base) + u64::from(band.intersections);
+    let first = u64::from(band.base).div_ceil(CHUNK);
+    (end / CHUNK).saturating_sub(first) as u32
+}
+
+/// Intersections `chunk_sums` adds into one (`CHUNK` in common.wgsl).
+const CHUNK: u64 = 32;
 
 /// One compute pass of one dispatch, filed under `stage` when profiling.
 fn dispatch(

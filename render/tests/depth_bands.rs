@@ -1,7 +1,7 @@
 //! Depth bands (renderer.rs): a frame whose intersections outgrow one storage binding is cut
 //! into bands of consecutive depth ranks, rasterized front to back and walked back to front
 //! with each pixel's state carried between them. On a device whose buffers and bindings are
-//! capped at 64 KiB, frames of several bands give the same image and the same gradients, bit
+//! capped at 64 KiB (256 KiB for a 128 × 128 frame), frames of several bands give the same image and the same gradients, bit
 //! for bit, as the default device gives in one band.
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
@@ -10,6 +10,8 @@ use splat_formats::{Loaded, Splats, load_file, sh_coeffs_for_degree};
 use splat_render::{Camera, GpuContext, HeadlessOptions, Owner, RenderSettings, Renderer};
 
 const SMALL: u64 = 64 << 10;
+/// Bindings of a 128 × 128 image: the frame of large splats.
+const SMALL_128: u64 = 256 << 10;
 
 fn context(limit: Option<u64>) -> GpuContext {
     let options = HeadlessOptions {
@@ -39,6 +41,16 @@ fn scene(n: usize, degree: u32, seed: u64) -> Splats {
         s.opacity_logits.push(next() * 3.0 - 2.0);
         s.sh_dc.push([next() - 0.5, next() - 0.5, next() - 0.5]);
         s.sh_rest.extend((0..rest).map(|_| (next() - 0.5) * 0.3));
+    }
+    s
+}
+
+/// 600 splats, one in four spanning most of the 64 tiles of a 128 × 128 image (whose image
+/// buffer is the most the small device binds).
+fn large_splats() -> Splats {
+    let mut s = scene(600, 0, 11);
+    for (i, log_scale) in s.log_scales.iter_mut().enumerate().step_by(4) {
+        *log_scale = [-0.6, -0.8 - 0.001 * i as f32, -0.7];
     }
     s
 }
@@ -80,6 +92,7 @@ fn render(
 fn a_frame_cut_into_depth_bands_gives_the_same_bits_as_one() {
     let default = context(None);
     let small = context(Some(SMALL));
+    let small_128 = context(Some(SMALL_128));
     let real = match load_file(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../shared/data/splats/inria-ply/lod4-tile-489.ply"),
@@ -103,11 +116,15 @@ fn a_frame_cut_into_depth_bands_gives_the_same_bits_as_one() {
         ("random SH 0", scene(1_500, 0, 3), camera(48, 40), false),
         ("random SH 0, antialiased", scene(1_200, 0, 5), camera(40, 36), true),
         ("random SH 1", scene(700, 1, 7), camera(33, 21), false),
+        // Splats across many tiles: whole chunks of their partials (intersect.wgsl,
+        // chunk_sums), which a band's start must not shift.
+        ("large splats", large_splats(), camera(128, 128), false),
         ("trained scene", real, real_camera, false),
     ] {
         let settings = RenderSettings { background: [0.2, 0.3, 0.4], antialiased, sh_degree: None };
         let (image, gradients, one) = render(&default, &splats, &cam, &settings);
-        let (banded_image, banded_gradients, bands) = render(&small, &splats, &cam, &settings);
+        let device = if cam.width * cam.height > 64 * 64 { &small_128 } else { &small };
+        let (banded_image, banded_gradients, bands) = render(device, &splats, &cam, &settings);
         eprintln!("{what}: {bands} bands on the small device");
         assert_eq!(one, 1, "{what}: the default device needs one band");
         assert!(bands >= 2, "{what}: the small device cuts the frame ({bands} bands)");

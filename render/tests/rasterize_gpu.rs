@@ -289,6 +289,61 @@ fn gradients_match_reference() {
     }
 }
 
+/// Splats that touch a hundred tiles or more: the projection's backward pass adds their
+/// partials a chunk of 32 intersections at a time (intersect.wgsl, `chunk_sums`), which must
+/// give the reference's gradients like the entry-by-entry sum of the small splats beside them.
+#[test]
+fn gradients_match_for_splats_across_many_tiles() {
+    let gpu = Gpu::new();
+    let mut rng = Rng(17);
+    let mut splats = random_scene(&mut rng, 60, 1);
+    for i in 0..12 {
+        splats.log_scales[i] =
+            [rng.range(-0.7, -0.3), rng.range(-0.7, -0.3), rng.range(-1.0, -0.5)];
+        splats.opacity_logits[i] = rng.range(-2.5, 0.0);
+    }
+    let cam = camera(192, 144, Mat4::IDENTITY);
+    let settings = RenderSettings::default();
+    let projected = reference::project_forward(&splats, &cam, &ref_settings(&settings, &splats));
+    let tiles = |p: &reference::Projected| {
+        let [x0, y0] = p.tile_min;
+        let [x1, y1] = p.tile_max;
+        (y0..y1)
+            .flat_map(|y| (x0..x1).map(move |x| (x, y)))
+            .filter(|&(x, y)| p.touches_tile(x, y, &cam))
+            .count()
+    };
+    let most = projected.iter().map(tiles).max().unwrap();
+    let chunked = projected.iter().filter(|p| tiles(p) >= 64).count();
+    eprintln!("{chunked} splats touch 64 tiles or more (at most {most})");
+    assert!(chunked >= 3, "{chunked} splats whose partials hold a whole chunk");
+    check_gradients(&gpu, &splats, &cam, &settings, 23);
+}
+
+/// Tiles whose lists hold more than a thousand faint splats each, as a full-resolution
+/// frame's do: the backward pass walks many batches (128 entries) and runs of them, and a
+/// pixel composites hundreds of splats before its transmittance runs out.
+#[test]
+fn gradients_match_with_a_thousand_splats_a_tile() {
+    let gpu = Gpu::new();
+    let mut rng = Rng(29);
+    let mut splats = random_scene(&mut rng, 4_000, 1);
+    for logit in &mut splats.opacity_logits {
+        *logit = rng.range(-4.5, -2.0);
+    }
+    let cam = camera(32, 32, Mat4::IDENTITY);
+    let settings = RenderSettings::default();
+    let projected = reference::project_forward(&splats, &cam, &ref_settings(&settings, &splats));
+    let per_tile = (0..2)
+        .flat_map(|ty| (0..2).map(move |tx| (tx, ty)))
+        .map(|(tx, ty)| projected.iter().filter(|p| p.touches_tile(tx, ty, &cam)).count())
+        .min()
+        .unwrap();
+    eprintln!("at least {per_tile} splats in every tile's list");
+    assert!(per_tile > 1_000, "{per_tile} splats in the least full tile");
+    check_gradients(&gpu, &splats, &cam, &settings, 31);
+}
+
 #[test]
 fn gradients_match_with_the_portable_reduction() {
     let ctx = context();

@@ -14,6 +14,12 @@
 //   exclusive scan of counts, made band-local); the intersection id is that position, and
 //   `splat_of` maps it to k, the splat's place in the band's projected array. Pairs come out
 //   in depth order, so a stable sort by tile id leaves each tile's list front to back.
+// chunk_sums, for one band, after the rasterizer's backward pass: chunk c is the frame's
+//   intersections c · CHUNK .. (c + 1) · CHUNK (numbered in the frame, so that how the frame
+//   is cut into bands changes no sum); for each chunk inside the band whose intersections are
+//   all one splat's (a splat's are consecutive: its first and last tell), their partials are
+//   added in order into the chunk's first entry, which the projection's backward pass then
+//   reads for the whole chunk. A fixed order: the same bits every run.
 // tile_ranges, for one band: after the tile sort, [start, end) of each tile's run of pairs
 //   among the band's intersections; entry `tiles` (one past the last tile) is the run of the
 //   sentinel tile id, which `emit` gives the slots it could not fill (below): no tile's list
@@ -46,6 +52,7 @@ struct IntersectUniform {
 @group(0) @binding(11) var<storage, read> projected: array<Projected>;    // [band's count]
 @group(0) @binding(12) var<storage, read> band: BandUniform;
 @group(0) @binding(13) var<storage, read_write> bounds: array<vec2<u32>>; // [bands + 1]
+@group(0) @binding(14) var<storage, read_write> partials: array<f32>;     // [band's M, 9]
 
 const GROUP: u32 = 256u;
 
@@ -112,25 +119,24 @@ fn emit(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     }
     let j = band.first + k;
     let p = projected[k];
-    // The same tiles, in the same order, as `tiles_hit` counted in the projection, from the
-    // values projected again for the band. Should this shader's arithmetic round a marginal
-    // tile differently (another fused multiply-add), it still writes exactly its `counts[j]`
-    // slots: never past them, and any left over get the sentinel tile id `tiles`, which sorts
-    // after every real tile and which no tile's list holds: the splat then misses a marginal
-    // tile (a flaw in marginal pixels, never a fault), but is never composited twice.
+    // The same tiles (each row's run), in the same order, as `tiles_hit` counted in the
+    // projection, from the values projected again for the band. Should this shader's
+    // arithmetic round a marginal tile differently (another fused multiply-add), it still
+    // writes exactly its `counts[j]` slots: never past them, and any left over get the
+    // sentinel tile id `tiles`, which sorts after every real tile and which no tile's list
+    // holds: the splat then misses a marginal tile (a flaw in marginal pixels, never a fault),
+    // but is never composited twice.
     let span = splat_tile_span(p.mean2d, p.conic, p.sigma_cut, iu.tiles);
     let start = offsets[j] - band.base;
     let end = start + counts[j];
     var at = start;
     for (var ty = span.y; ty < span.w; ty++) {
-        for (var tx = span.x; tx < span.z; tx++) {
-            if at < end
-                && tile_touched(p.mean2d, p.conic, p.sigma_cut, vec2<u32>(tx, ty), iu.image_size) {
-                tile_ids[at] = ty * iu.tiles.x + tx;
-                isect_ids[at] = at;
-                splat_of[at] = k;
-                at++;
-            }
+        let run = row_run(p.mean2d, p.conic, p.sigma_cut, ty, span, iu.image_size);
+        for (var tx = run.x; tx < run.y && at < end; tx++) {
+            tile_ids[at] = ty * iu.tiles.x + tx;
+            isect_ids[at] = at;
+            splat_of[at] = k;
+            at++;
         }
     }
     let sentinel = iu.tiles.x * iu.tiles.y;
@@ -155,5 +161,25 @@ fn tile_ranges(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_
     }
     if i + 1u == m || tile_ids[i + 1u] != tile {
         ranges[tile].y = i + 1u;
+    }
+}
+
+@compute @workgroup_size(256)
+fn chunk_sums(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+              @builtin(num_workgroups) groups: vec3<u32>) {
+    // The band's first whole chunk, then this invocation's, in the band's numbering.
+    let c = (band.base + CHUNK - 1u) / CHUNK + flat(gid, groups, lid);
+    let first = c * CHUNK - band.base;
+    if first + CHUNK > band.intersections || splat_of[first] != splat_of[first + CHUNK - 1u] {
+        return;
+    }
+    var sum: array<f32, 9>;
+    for (var e = first; e < first + CHUNK; e++) {
+        for (var k = 0u; k < 9u; k++) {
+            sum[k] += partials[9u * e + k];
+        }
+    }
+    for (var k = 0u; k < 9u; k++) {
+        partials[9u * first + k] = sum[k];
     }
 }

@@ -7,7 +7,8 @@
 // dL/d(projected) is the sum of the partials the rasterizer's backward pass wrote for its
 // intersections (`offsets[j]`.. `+ counts[j]` for its depth rank j, less the band's first
 // intersection: the band's partials), added in their order: fixed, so the result is the
-// same every run, however the frame is cut into bands. Also accumulates the densification statistics: the NDC
+// same every run, however the frame is cut into bands; a splat's whole chunks of CHUNK entries
+// come pre-added (intersect.wgsl, chunk_sums). Also accumulates the densification statistics: the NDC
 // gradient norm, the number of renders the splat was visible in and its largest radius in
 // pixels. Gradients of SH bands above the active degree are not written (nothing reads them:
 // Adam skips them too).
@@ -41,6 +42,12 @@ fn store_sh_grad(i: u32, k: u32, v: vec3<f32>) {
     } else {
         let b = 3u * (7u * i + k - 9u);
         v_sh3[b] = v.x; v_sh3[b + 1u] = v.y; v_sh3[b + 2u] = v.z;
+    }
+}
+
+fn add_partials(v: ptr<function, array<f32, 9>>, e: u32) {
+    for (var c = 0u; c < 9u; c++) {
+        (*v)[c] += partials[9u * e + c];
     }
 }
 
@@ -83,13 +90,28 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
         store_zero(i);
         return;
     }
+    // The splat's entries before its first whole chunk, the sums of its whole chunks
+    // (intersect.wgsl, chunk_sums), then its entries after them; numbered in the frame, read
+    // in the band's partials.
     var v: array<f32, 9>;
-    let start = offsets[depth_rank] - u.band_base;
+    let start = offsets[depth_rank];
     let end = start + counts[depth_rank];
-    for (var e = start; e < end; e++) {
-        for (var c = 0u; c < 9u; c++) {
-            v[c] += partials[9u * e + c];
-        }
+    let first_chunk = (start + CHUNK - 1u) / CHUNK;
+    let end_chunk = end / CHUNK;
+    var head_end = end;
+    var tail_start = end;
+    if first_chunk < end_chunk {
+        head_end = first_chunk * CHUNK;
+        tail_start = end_chunk * CHUNK;
+    }
+    for (var e = start; e < head_end; e++) {
+        add_partials(&v, e - u.band_base);
+    }
+    for (var e = head_end; e < tail_start; e += CHUNK) {
+        add_partials(&v, e - u.band_base);
+    }
+    for (var e = tail_start; e < end; e++) {
+        add_partials(&v, e - u.band_base);
     }
     let v_mean2d = vec2<f32>(v[0], v[1]);
     let v_conic = vec3<f32>(v[2], v[3], v[4]);
