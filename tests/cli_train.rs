@@ -65,6 +65,12 @@ fn every_dataset_trains_and_writes_its_outputs() {
             panic!("{name}: not splats")
         };
         assert_eq!(splats.len() as u64, metrics["splats"].as_u64().unwrap());
+        // Each evaluation with where the run stood: the curve of a run.
+        let last = metrics["eval"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["step"], 6, "{name}: {last}");
+        assert_eq!(last["splats"], metrics["splats"], "{name}: {last}");
+        assert!(last["seconds"].as_f64().unwrap() > 0.0, "{name}: {last}");
+        assert!(last["peak_gpu_bytes"].as_u64().unwrap() > 0, "{name}: {last}");
         assert!(splats.len() <= 5000, "{name}: --max-splats holds");
         assert!(!out.join("splats.ply.partial").exists());
     }

@@ -174,7 +174,7 @@ fn resume_options(args: &TrainArgs, saved: Option<LoadOptions>) -> anyhow::Resul
 
 /// What [`follow`] gathers from a run's events for its summary and metrics.json.
 struct Tally {
-    evals: Vec<EvalStats>,
+    evals: Vec<EvalPoint>,
     peak: u64,
     start: Instant,
     first_step: Option<u32>,
@@ -193,7 +193,7 @@ impl Tally {
         step: u32,
     ) -> anyhow::Result<()> {
         let seconds = self.start.elapsed().as_secs_f64();
-        let last = self.evals.last().copied();
+        let last = self.evals.last().map(|point| point.eval);
         let mut written = 0;
         let mut files = Vec::new();
         for extension in &args.export {
@@ -222,13 +222,37 @@ impl Tally {
             "splats": written,
             "intersections_per_step": intersections as f64 / steps.max(1) as f64,
             "peak_gpu_bytes": self.peak,
-            "eval": self.evals.iter().map(|e| json!({"step": e.step, "psnr": e.psnr, "ssim": e.ssim})).collect::<Vec<_>>(),
+            "eval": self.evals.iter().map(EvalPoint::json).collect::<Vec<_>>(),
         });
         write_atomically(
             &out.join("metrics.json"),
             serde_json::to_string_pretty(&metrics)?.as_bytes(),
         )
         .map_err(anyhow::Error::msg)
+    }
+}
+
+/// One evaluation and where the run stood at it: for metrics.json's curve of the run.
+struct EvalPoint {
+    eval: EvalStats,
+    splats: u32,
+    /// Since the run started.
+    seconds: f64,
+    /// The most GPU memory the ledger has held so far.
+    peak_gpu_bytes: u64,
+}
+
+impl EvalPoint {
+    fn json(&self) -> serde_json::Value {
+        let EvalPoint { eval, splats, seconds, peak_gpu_bytes } = self;
+        json!({
+            "step": eval.step,
+            "psnr": eval.psnr,
+            "ssim": eval.ssim,
+            "splats": splats,
+            "seconds": seconds,
+            "peak_gpu_bytes": peak_gpu_bytes,
+        })
     }
 }
 
@@ -244,6 +268,8 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
     };
     let mut gpu = 0_u64;
     let mut latest = None;
+    // The last step's splat count (a step's event comes before its evaluation's).
+    let mut splats = 0;
     let checkpoint = out.join("checkpoint.ckpt");
     loop {
         let Some(event) = task.event_timeout(Duration::from_secs(1)) else { continue };
@@ -279,10 +305,12 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                     "step {}: eval PSNR {:.2} dB, SSIM {:.4} over {} views",
                     eval.step, eval.psnr, eval.ssim, eval.views
                 ));
-                tally.evals.push(eval);
+                let seconds = tally.start.elapsed().as_secs_f64();
+                tally.evals.push(EvalPoint { eval, splats, seconds, peak_gpu_bytes: tally.peak });
             }
             Event::Step(stats) => {
                 tally.first_step.get_or_insert(stats.step);
+                splats = stats.splats;
                 tally.intersections.0 += u64::from(stats.intersections);
                 tally.intersections.1 += 1;
                 if args.checkpoint_every > 0 && stats.step % args.checkpoint_every == 0 {
