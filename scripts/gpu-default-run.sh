@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The default run where people run it, beside Brush 1.0 (issue 35): `splatforge train` with
+# its defaults and Brush with its own, each alone on the GPU, on desk-penguin undistorted once
+# by COLMAP and cut to 1,600 × 898 px (so both read the same pixels and neither resizes),
+# 30,000 steps, evaluated on every 8th view (name order, the same views for both) every 1,000
+# steps, the GPU's utilisation and memory sampled every 500 ms.
+#
+#   scripts/gpu-default-run.sh prepare         here: .gpu/ with our stripped binary and Brush
+#                                              (xz), the dataset, and the Vulkan loader (.gl/);
+#                                              needs colmap and imagemagick
+#   scripts/gpu-default-run.sh ours|brush      on the GPU machine: one run, its log, metrics
+#                                              and utilisation written to $OUT as it goes
+#
+# The device tool: carry [".gpu", ".gl"], command `scripts/gpu-default-run.sh brush` (then, in
+# a later window, `ours`), timeout_s 600. Brush stops at 570 s, ours at 500 s after a
+# self-test of at most 60 s, whatever they have reached; their evaluations up to then are in
+# the logs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dataset=../shared/data/datasets/desk-penguin-opencv
+brush_xz=../shared/tools/brush-1.0/brush-cli.xz
+
+prepare() {
+    command -v colmap >/dev/null || { echo "colmap is needed to undistort the images" >&2; exit 1; }
+    command -v convert >/dev/null || { echo "imagemagick is needed to resize them" >&2; exit 1; }
+    grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
+    grep -qx '/.gl/' .git/info/exclude 2>/dev/null || echo '/.gl/' >>.git/info/exclude
+    rm -rf .gpu && mkdir -p .gpu/work .gpu/penguin-1600/images .gpu/penguin-1600/sparse/0
+    cargo build --release -p splatforge
+    strip -o .gpu/splatforge target/release/splatforge
+    xz -T0 -9 .gpu/splatforge
+    cp "$brush_xz" .gpu/brush-cli.xz
+
+    colmap image_undistorter --image_path "$dataset/images" --input_path "$dataset/sparse/0" \
+        --output_path .gpu/work/undistorted --output_type COLMAP >/dev/null
+    colmap model_converter --input_path .gpu/work/undistorted/sparse \
+        --output_path .gpu/work --output_type TXT >/dev/null
+    # One PINHOLE camera; its intrinsics scaled per axis to the resized images.
+    read -r width height < <(awk '!/^#/ && NF { print $3, $4; exit }' .gpu/work/cameras.txt)
+    local w=1600 h=$(((height * 1600 + width / 2) / width))
+    awk -v w="$w" -v h="$h" -v W="$width" -v H="$height" '
+        /^#/ || !NF { print; next }
+        { sx = w / W; sy = h / H
+          printf "%s PINHOLE %d %d %.10f %.10f %.10f %.10f\n", $1, w, h, $5 * sx, $6 * sy, $7 * sx, $8 * sy }
+    ' .gpu/work/cameras.txt >.gpu/work/cameras.scaled && mv .gpu/work/cameras.scaled .gpu/work/cameras.txt
+    for image in .gpu/work/undistorted/images/*; do
+        convert "$image" -filter Lanczos -resize "${w}x${h}!" -quality 95 \
+            ".gpu/penguin-1600/images/$(basename "$image")"
+    done
+    colmap model_converter --input_path .gpu/work --output_path .gpu/penguin-1600/sparse/0 \
+        --output_type BIN >/dev/null
+    rm -rf .gpu/work
+
+    if [ ! -d .gl ]; then
+        local o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+        mkdir -p .gl /tmp/amd64/partial
+        # shellcheck disable=SC2086
+        apt-get $o update >/dev/null
+        # shellcheck disable=SC2086
+        (cd .gl && apt-get $o download libvulkan1 >/dev/null)
+    fi
+    du -sh .gpu .gl
+}
+
+# One run on the GPU machine: `ours` or `brush`.
+run() {
+    local which=$1 out=${OUT:-gpu-default-run}
+    mkdir -p "$out"
+    for deb in .gl/*.deb; do dpkg -x "$deb" /; done
+    ldconfig
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -lms 500 \
+        >"$out/$which-gpu.csv" 2>&1 &
+    local sampler=$!
+    local status=0
+    case "$which" in
+    ours)
+        xz -dc .gpu/splatforge.xz >/tmp/splatforge && chmod +x /tmp/splatforge
+        timeout 60 /tmp/splatforge self-test --json "$out/self-test.json" >"$out/self-test.txt" 2>&1 || true
+        timeout 500 /tmp/splatforge train .gpu/penguin-1600 --eval-every 1000 --out /tmp/ours \
+            >"$out/ours.log" 2>&1 || status=$?
+        cp /tmp/ours/metrics.json "$out/ours-metrics.json" 2>/dev/null || true
+        ;;
+    brush)
+        xz -dc .gpu/brush-cli.xz >/tmp/brush && chmod +x /tmp/brush
+        RUST_LOG=info timeout 570 /tmp/brush .gpu/penguin-1600 --total-train-iters 30000 \
+            --max-resolution 1600 --eval-split-every 8 --eval-every 1000 --export-every 30000 \
+            --export-path /tmp/brush-out --seed 42 >"$out/brush.log" 2>&1 || status=$?
+        ls -l /tmp/brush-out >>"$out/brush.log" 2>&1 || true
+        ;;
+    esac
+    kill "$sampler" 2>/dev/null || true
+    echo "exit $status" >>"$out/$which.log"
+}
+
+case "${1:-}" in
+prepare) prepare ;;
+ours | brush) run "$1" ;;
+*)
+    sed -n '2,19p' "$0"
+    exit 2
+    ;;
+esac
