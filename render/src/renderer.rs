@@ -729,21 +729,7 @@ impl Renderer {
         v_image: &wgpu::Buffer,
         grads: &SplatGradients,
     ) -> Result<(), GpuError> {
-        let Some(frame) = scratch.last_frame else {
-            return Err(GpuError::Validation {
-                label: "render backward".into(),
-                message: "backward called before forward".into(),
-            });
-        };
-        if frame.splats != splats.count || grads.count != splats.count {
-            return Err(GpuError::Validation {
-                label: "render backward".into(),
-                message: format!(
-                    "forward rendered {} splats; backward got {} splats and {} gradients",
-                    frame.splats, splats.count, grads.count
-                ),
-            });
-        }
+        let frame = backward_frame(scratch, splats, grads)?;
         let n = splats.count;
         let (tiles_x, tiles_y) =
             (frame.width.div_ceil(crate::TILE_SIZE), frame.height.div_ceil(crate::TILE_SIZE));
@@ -1051,6 +1037,27 @@ fn dispatch(
     pass.set_pipeline(pipeline);
     pass.set_bind_group(0, bind, &[]);
     pass.dispatch_workgroups(x, y, 1);
+}
+
+/// The frame the backward pass differentiates: the last forward pass's, which must have
+/// rendered these splats, with a gradient row for each.
+fn backward_frame(
+    scratch: &FrameScratch,
+    splats: &GpuSplats,
+    grads: &SplatGradients,
+) -> Result<LastFrame, GpuError> {
+    let invalid =
+        |message: String| GpuError::Validation { label: "render backward".into(), message };
+    let Some(frame) = scratch.last_frame else {
+        return Err(invalid("backward called before forward".into()));
+    };
+    if frame.splats != splats.count || grads.count != splats.count {
+        return Err(invalid(format!(
+            "forward rendered {} splats; backward got {} splats and {} gradients",
+            frame.splats, splats.count, grads.count
+        )));
+    }
+    Ok(frame)
 }
 
 #[derive(Clone, Copy, Debug)]
