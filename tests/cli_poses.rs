@@ -63,6 +63,7 @@ fn assert_nothing_left(out: &Path) {
 /// and are far below what a wrong pose gives (a misregistered or mirrored camera is off by
 /// tens of degrees and tens of percent).
 #[test]
+#[ignore = "slow: COLMAP on 23 photos"]
 fn photos_get_poses_that_agree_with_the_captures_own_model() {
     if !engines_present("photos_get_poses_that_agree_with_the_captures_own_model") {
         return;
@@ -114,6 +115,7 @@ fn photos_get_poses_that_agree_with_the_captures_own_model() {
 
 /// A video made in the test from the desk-penguin phone frames becomes a dataset that trains.
 #[test]
+#[ignore = "slow: ffmpeg, COLMAP and a training run"]
 fn a_video_becomes_a_dataset_that_trains() {
     if !engines_present("a_video_becomes_a_dataset_that_trains") {
         return;
@@ -277,6 +279,7 @@ fn failures_are_one_clear_line_and_leave_nothing() {
 /// of the terminal's reach) is stopped, and nothing is left.
 #[cfg(unix)]
 #[test]
+#[ignore = "slow: a COLMAP run interrupted"]
 fn ctrl_c_stops_colmap_and_leaves_nothing() {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;

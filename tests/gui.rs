@@ -273,6 +273,7 @@ fn drop_file(harness: &mut Harness<'static, SplatApp>, path: PathBuf) {
 }
 
 #[test]
+#[ignore = "slow: the whole self-test in the window"]
 fn help_self_test_runs_on_the_windows_device() {
     let mut harness = harness(GuiArgs {
         path: None,
@@ -304,6 +305,7 @@ fn help_self_test_runs_on_the_windows_device() {
 /// ffmpeg (see `tests/cli_poses.rs`: skipped with a reason without them, unless
 /// `SPLATFORGE_REQUIRE_ENGINES` is set).
 #[test]
+#[ignore = "slow: COLMAP and ffmpeg on a video"]
 fn a_dropped_video_gets_camera_poses_and_opens() {
     let engines = ["colmap", "ffmpeg"];
     if engines.iter().any(|e| std::process::Command::new(e).arg("-h").output().is_err()) {

@@ -98,7 +98,7 @@ fn current_rule(splats: &Splats, camera: &Camera) -> (u64, u64) {
 
 #[test]
 #[ignore = "a measurement for BENCHMARKS.md"]
-fn intersections_per_splat_on_real_scenes() {
+fn measure_intersections_per_splat_on_real_scenes() {
     let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
     let renderer = Renderer::new(&ctx).unwrap();
     println!(

@@ -455,7 +455,7 @@ fn best_of(runs: u32, mut f: impl FnMut()) -> Duration {
 /// `cargo test -p splat-render --test scan_sort -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement, not a check"]
-fn timings() {
+fn measure_scan_and_sort_timings() {
     let ctx = context();
     let sort = RadixSort::new(&ctx);
     let scratch = sort.scratch(&ctx, 300_000, Owner::Shared).expect("scratch");

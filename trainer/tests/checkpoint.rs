@@ -650,7 +650,7 @@ fn dataset_identity_follows_the_content() {
 /// `cargo test -p splat-trainer --test checkpoint -- --ignored --nocapture`
 #[test]
 #[ignore = "a benchmark: allocates about 3 GB"]
-fn speed_of_a_million_splats() {
+fn measure_checkpoint_speed_of_a_million_splats() {
     fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
         (0..runs)
             .map(|_| {

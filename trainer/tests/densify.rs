@@ -402,14 +402,7 @@ fn default_matches_the_cpu_model_on_a_random_scene() {
         let strategy = Strategy::Default(config.clone());
         let (state, result) =
             refine(&densifier, &ctx, &strategy, step, extent, max_splats, SEED, state);
-        let model = model_default(
-            &config,
-            step,
-            extent,
-            max_splats as usize,
-            &splats,
-            &stats,
-        );
+        let model = model_default(&config, step, extent, max_splats as usize, &splats, &stats);
         let kinds = |f: fn(&Out) -> bool| model.iter().filter(|o| f(o)).count();
         let (kept, clones, children) = (
             kinds(|o| matches!(o, Out::Keep(_))),
@@ -1211,7 +1204,7 @@ fn the_ledger_holds_exactly_the_new_state_across_refinements() {
 /// densify -- --ignored --nocapture`.
 #[test]
 #[ignore = "timing, not a check"]
-fn time_one_refinement_of_100k_splats() {
+fn measure_one_refinement_of_100k_splats() {
     let ctx = context();
     let densifier = Densifier::new(&ctx);
     let n = 100_000;

@@ -25,7 +25,7 @@ const BACKGROUNDS: [[f32; 3]; 4] = [[0.0; 3], [1.0; 3], [0.5; 3], [0.2, 0.6, 0.9
 
 #[test]
 #[ignore = "a measurement of given splat files"]
-fn eval_psnr_over_backgrounds() {
+fn measure_eval_psnr_over_backgrounds() {
     let Ok(files) = std::env::var("SPLATS") else {
         eprintln!("set SPLATS to the splat files to measure");
         return;

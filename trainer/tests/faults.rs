@@ -105,6 +105,7 @@ fn ends(e: &Event) -> bool {
 }
 
 #[test]
+#[ignore = "slow: a run grown until its device is out of memory"]
 fn a_run_that_runs_out_of_memory_stops_keeps_its_splats_and_the_next_run_works() {
     // A GPU of 4 MiB: the memory budget (the default, from the host's memory) lets the run
     // densify on until an allocation fails.
@@ -148,6 +149,7 @@ fn a_run_that_runs_out_of_memory_stops_keeps_its_splats_and_the_next_run_works()
 }
 
 #[test]
+#[ignore = "slow: a densifying run in 1 MiB bindings"]
 fn a_device_with_1_mib_bindings_caps_the_run_in_words_and_never_fails_it_mid_run() {
     // The same densifying run on a device whose buffers and bindings are capped at 1 MiB:
     // its cap names the limit that sets it (one buffer: the rows of its parameters are bound
@@ -185,6 +187,7 @@ fn a_device_with_1_mib_bindings_caps_the_run_in_words_and_never_fails_it_mid_run
 }
 
 #[test]
+#[ignore = "slow: a run, a checkpoint and a destroyed device"]
 fn a_lost_device_ends_the_run_in_words_and_the_checkpoint_stays() {
     let ctx = pollster::block_on(GpuContext::new_headless()).unwrap();
     let task = TaskHandle::spawn(ctx.clone()).unwrap();

@@ -237,7 +237,7 @@ fn default_budget_is_plausible() {
 /// memory_prediction -- --ignored --nocapture`.
 #[test]
 #[ignore = "slow: 1M splats on lavapipe"]
-fn large_runs_match_the_prediction() {
+fn measure_large_runs_against_the_prediction() {
     let ctx = context();
     let model = MemoryModel::MEASURED;
     let data = desk_statue(256);
