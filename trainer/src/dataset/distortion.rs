@@ -12,8 +12,8 @@
 //! Datasets are undistorted once, at load ([`undistort`]): every output pixel of the pinhole
 //! camera with the same fx, fy, cx, cy looks up where the lens put that ray and samples the
 //! source bilinearly; output pixels whose ray falls outside the source get mask 0, and are left
-//! out of the loss and of evaluation. Why at load and not in the projection: ARCHITECTURE.md,
-//! "Datasets".
+//! out of the loss and of evaluation. Why at load and not in the projection:
+//! docs/architecture/data.md, "Datasets".
 
 use image::{GrayImage, Luma, RgbImage};
 
