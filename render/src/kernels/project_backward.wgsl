@@ -45,12 +45,6 @@ fn store_sh_grad(i: u32, k: u32, v: vec3<f32>) {
     }
 }
 
-fn add_partials(v: ptr<function, array<f32, 9>>, e: u32) {
-    for (var c = 0u; c < 9u; c++) {
-        (*v)[c] += partials[9u * e + c];
-    }
-}
-
 fn store_zero(i: u32) {
     for (var c = 0u; c < 3u; c++) {
         v_means[3u * i + c] = 0.0;
@@ -90,28 +84,18 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
         store_zero(i);
         return;
     }
-    // The splat's entries before its first whole chunk, the sums of its whole chunks
-    // (intersect.wgsl, chunk_sums), then its entries after them; numbered in the frame, read
-    // in the band's partials.
+    // The splat's entries in order, numbered in the frame, read in the band's partials; where
+    // a whole chunk of them starts, its first entry holds the chunk's sum (intersect.wgsl,
+    // chunk_sums) and the walk steps over the chunk.
     var v: array<f32, 9>;
-    let start = offsets[depth_rank];
-    let end = start + counts[depth_rank];
-    let first_chunk = (start + CHUNK - 1u) / CHUNK;
-    let end_chunk = end / CHUNK;
-    var head_end = end;
-    var tail_start = end;
-    if first_chunk < end_chunk {
-        head_end = first_chunk * CHUNK;
-        tail_start = end_chunk * CHUNK;
-    }
-    for (var e = start; e < head_end; e++) {
-        add_partials(&v, e - u.band_base);
-    }
-    for (var e = head_end; e < tail_start; e += CHUNK) {
-        add_partials(&v, e - u.band_base);
-    }
-    for (var e = tail_start; e < end; e++) {
-        add_partials(&v, e - u.band_base);
+    let end = offsets[depth_rank] + counts[depth_rank];
+    var entry = offsets[depth_rank];
+    while entry < end {
+        for (var c = 0u; c < 9u; c++) {
+            v[c] += partials[9u * (entry - u.band_base) + c];
+        }
+        let whole_chunk = entry % CHUNK == 0u && end - entry >= CHUNK;
+        entry += select(1u, CHUNK, whole_chunk);
     }
     let v_mean2d = vec2<f32>(v[0], v[1]);
     let v_conic = vec3<f32>(v[2], v[3], v[4]);
