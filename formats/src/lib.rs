@@ -17,6 +17,7 @@ mod splats;
 pub mod compressed_ply;
 pub mod detect;
 pub mod ply;
+pub mod random;
 pub mod splat;
 pub mod spz;
 

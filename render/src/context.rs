@@ -13,7 +13,7 @@ const WANTED_FEATURES: wgpu::Features =
     wgpu::Features::SUBGROUP.union(wgpu::Features::TIMESTAMP_QUERY);
 
 /// What the project's kernels need of a device beyond what every WebGPU device offers
-/// (`trainer/tests/kernel_needs.rs` reads each of these off every kernel with naga).
+/// (`trainer/tests/it/kernel_needs.rs` reads each of these off every kernel with naga).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelNeeds {
     /// Storage buffers one entry point binds, at most (the projection's backward pass).

@@ -711,43 +711,26 @@ fn outer(a: DVec3, b: DVec3) -> DMat3 {
 
 #[cfg(test)]
 mod tests {
+    use splat_formats::random::SplitMix64;
+
     use super::*;
 
-    /// splitmix64: deterministic test randomness without a dependency.
-    struct Rng(u64);
+    fn vec3(rng: &mut SplitMix64, lo: f32, hi: f32) -> Vec3 {
+        Vec3::new(rng.range(lo, hi), rng.range(lo, hi), rng.range(lo, hi))
+    }
 
-    impl Rng {
-        fn next_u64(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-
-        /// Uniform in [lo, hi).
-        fn range(&mut self, lo: f32, hi: f32) -> f32 {
-            let unit = (self.next_u64() >> 40) as f32 / (1_u64 << 24) as f32;
-            lo + (hi - lo) * unit
-        }
-
-        fn vec3(&mut self, lo: f32, hi: f32) -> Vec3 {
-            Vec3::new(self.range(lo, hi), self.range(lo, hi), self.range(lo, hi))
-        }
-
-        /// Uniform random rotation (rejection sampling in the 4-ball).
-        fn rotation(&mut self) -> Quat {
-            loop {
-                let q = Quat::from_xyzw(
-                    self.range(-1.0, 1.0),
-                    self.range(-1.0, 1.0),
-                    self.range(-1.0, 1.0),
-                    self.range(-1.0, 1.0),
-                );
-                let length = q.length();
-                if length > 0.1 && length <= 1.0 {
-                    return q.normalize();
-                }
+    /// Uniform random rotation (rejection sampling in the 4-ball).
+    fn rotation(rng: &mut SplitMix64) -> Quat {
+        loop {
+            let q = Quat::from_xyzw(
+                rng.range(-1.0, 1.0),
+                rng.range(-1.0, 1.0),
+                rng.range(-1.0, 1.0),
+                rng.range(-1.0, 1.0),
+            );
+            let length = q.length();
+            if length > 0.1 && length <= 1.0 {
+                return q.normalize();
             }
         }
     }
@@ -788,11 +771,11 @@ mod tests {
 
     #[test]
     fn from_camera_round_trips_random_poses() {
-        let mut rng = Rng(1);
+        let mut rng = SplitMix64::new(1);
         for _ in 0..200 {
             // Random rotations include every roll; positions and distances span scene size 1–10.
-            let camera = dataset_camera(rng.rotation(), rng.vec3(-5.0, 5.0));
-            let up = rng.vec3(-1.0, 1.0);
+            let camera = dataset_camera(rotation(&mut rng), vec3(&mut rng, -5.0, 5.0));
+            let up = vec3(&mut rng, -1.0, 1.0);
             let distance = rng.range(0.5, 10.0);
             let back = ViewController::from_camera(&camera, up, distance)
                 .camera(camera.width, camera.height);
@@ -838,9 +821,9 @@ mod tests {
 
     #[test]
     fn orbit_keeps_the_target_and_the_distance() {
-        let mut rng = Rng(2);
+        let mut rng = SplitMix64::new(2);
         for _ in 0..20 {
-            let camera = dataset_camera(rng.rotation(), rng.vec3(-5.0, 5.0));
+            let camera = dataset_camera(rotation(&mut rng), vec3(&mut rng, -5.0, 5.0));
             let mut view = ViewController::from_camera(&camera, Vec3::NEG_Y, rng.range(0.5, 10.0));
             let (target, distance) = (view.target(), view.distance());
             for _ in 0..50 {
@@ -1023,8 +1006,8 @@ mod tests {
 
     #[test]
     fn fly_moves_along_the_camera_axes() {
-        let mut rng = Rng(3);
-        let camera = dataset_camera(rng.rotation(), rng.vec3(-5.0, 5.0));
+        let mut rng = SplitMix64::new(3);
+        let camera = dataset_camera(rotation(&mut rng), vec3(&mut rng, -5.0, 5.0));
         let start = ViewController::from_camera(&camera, Vec3::NEG_Y, 2.0);
         let expected_step = FLY_SPEED * 2.0 * 0.25;
 
@@ -1061,9 +1044,9 @@ mod tests {
         assert!(view.roll().abs() < 1e-5);
 
         let camera = view.camera(800, 600);
-        let mut rng = Rng(4);
+        let mut rng = SplitMix64::new(4);
         for _ in 0..1000 {
-            let direction = rng.vec3(-1.0, 1.0).normalize_or(Vec3::X);
+            let direction = vec3(&mut rng, -1.0, 1.0).normalize_or(Vec3::X);
             let (pixel, depth) = project(&camera, center + direction * 2.5);
             assert!(depth > 0.0);
             assert!(
@@ -1094,7 +1077,7 @@ mod tests {
         assert!(scene_up(&cameras).distance(axis) < 1e-5);
 
         // With some roll jitter on each camera the estimate is still close.
-        let mut rng = Rng(5);
+        let mut rng = SplitMix64::new(5);
         let jittered: Vec<Camera> = cameras
             .iter()
             .map(|camera| {
@@ -1127,13 +1110,13 @@ mod tests {
 
     #[test]
     fn focus_from_points_ignores_outliers() {
-        let mut rng = Rng(6);
+        let mut rng = SplitMix64::new(6);
         let center = Vec3::new(10.0, -3.0, 4.0);
         let mut points: Vec<[f32; 3]> =
-            (0..9_900).map(|_| (center + rng.vec3(-1.0, 1.0)).to_array()).collect();
+            (0..9_900).map(|_| (center + vec3(&mut rng, -1.0, 1.0)).to_array()).collect();
         // 1% floaters far away, all on one side.
         points.extend(
-            (0..100).map(|_| (center + Vec3::splat(500.0) + rng.vec3(0.0, 500.0)).to_array()),
+            (0..100).map(|_| (center + Vec3::splat(500.0) + vec3(&mut rng, 0.0, 500.0)).to_array()),
         );
         let (focus, radius) = focus_from_points(&points);
         assert!(focus.distance(center) < 0.1, "{focus}");

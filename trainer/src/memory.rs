@@ -52,7 +52,7 @@
 //! bytes a splat more.
 //!
 //! The factors no layout fixes were measured on real runs ([`measure_peak`], and the tests in
-//! `trainer/tests/memory_prediction.rs`); see [`MemoryModel`] and
+//! `trainer/tests/it/memory_prediction.rs`); see [`MemoryModel`] and
 //! [`DEFAULT_INTERSECTIONS_PER_SPLAT`] for each number and where it came from.
 //!
 //! Not included: a viewer rendering the same splats keeps its own [`FrameScratch`] (about

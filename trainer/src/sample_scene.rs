@@ -12,10 +12,10 @@
 //! origin within a radius of about 1.06. Cameras are [`Camera`]s in the `OpenCV` convention;
 //! `transforms.json` stores them in `OpenGL`'s (y and z axes negated).
 //!
-//! Everything is deterministic: a fixed-seed generator written here, entries in a fixed order
+//! Everything is deterministic: a fixed seed of `splat_formats::random`, entries in a fixed order
 //! with fixed timestamps and permissions. On one machine the archive is the same bytes every
 //! time; across GPUs the rendered pixels may differ by a unit of the last 8-bit place.
-//! `assets/sample-scene.zip` is this module's output, and `trainer/tests/sample_scene.rs`
+//! `assets/sample-scene.zip` is this module's output, and `trainer/tests/it/sample_scene.rs`
 //! checks that it still is.
 
 use std::f32::consts::{PI, TAU};
@@ -26,6 +26,7 @@ use glam::{DMat4, DVec3, Quat, Vec3};
 use image::ImageEncoder;
 use image::codecs::png::{CompressionType, FilterType, PngEncoder};
 use serde::Serialize;
+use splat_formats::random::SplitMix64;
 use splat_formats::{PointCloud, SH_C0, Splats};
 use splat_render::{
     Camera, FrameScratch, GpuContext, GpuError, GpuSplats, Owner, RenderSettings, Renderer,
@@ -137,28 +138,9 @@ impl From<zip::result::ZipError> for SampleSceneError {
     }
 }
 
-/// A tiny deterministic generator (`SplitMix64`): the scene must be the same on every machine
-/// and every build, with no dependency for it.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1), from the top 24 bits (every value exact in f32).
-    fn unit(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
-    }
-
-    /// Uniform in [−1, 1).
-    fn signed(&mut self) -> f32 {
-        2.0 * self.unit() - 1.0
-    }
+/// Uniform in [−1, 1).
+fn signed(rng: &mut SplitMix64) -> f32 {
+    2.0 * rng.next_f32() - 1.0
 }
 
 /// Builds the ground-truth splats one surface patch at a time.
@@ -196,8 +178,8 @@ impl SceneBuilder {
         for j in -half..=half {
             for i in -half..=half {
                 let jitter = 0.25 * GROUND_SPACING;
-                let x = i as f32 * GROUND_SPACING + jitter * rng.signed();
-                let y = j as f32 * GROUND_SPACING + jitter * rng.signed();
+                let x = i as f32 * GROUND_SPACING + jitter * signed(rng);
+                let y = j as f32 * GROUND_SPACING + jitter * signed(rng);
                 if x.hypot(y) > GROUND_RADIUS {
                     continue;
                 }
@@ -266,7 +248,7 @@ fn hue(t: f32) -> [f32; 3] {
 /// The same splats on every call and every machine.
 #[must_use]
 pub fn ground_truth() -> Splats {
-    let mut rng = SplitMix64(SEED);
+    let mut rng = SplitMix64::new(SEED);
     let mut scene = SceneBuilder::new();
     scene.ground(&mut rng);
     scene.torus();
@@ -392,7 +374,7 @@ fn transforms_json() -> Result<Vec<u8>, serde_json::Error> {
 /// like the sparse, slightly noisy points of structure from motion. Colours are the splats'
 /// shaded colours.
 fn init_points(splats: &Splats) -> PointCloud {
-    let mut rng = SplitMix64(SEED ^ 0x1417_c10d);
+    let mut rng = SplitMix64::new(SEED ^ 0x1417_c10d);
     // A partial Fisher-Yates shuffle picks the points; sorting keeps them in scene order.
     let mut order: Vec<usize> = (0..splats.len()).collect();
     let count = INIT_POINT_COUNT.min(order.len());
@@ -410,12 +392,12 @@ fn init_points(splats: &Splats) -> PointCloud {
     for i in chosen {
         let [x, y, z] = splats.means[i];
         cloud.positions.push([
-            x + 0.02 * rng.signed(),
-            y + 0.02 * rng.signed(),
-            z + 0.02 * rng.signed(),
+            x + 0.02 * signed(&mut rng),
+            y + 0.02 * signed(&mut rng),
+            z + 0.02 * signed(&mut rng),
         ]);
         let colour = splats.sh_dc[i].map(|dc| 0.5 + SH_C0 * dc);
-        cloud.colors.push(colour.map(|c| (c + 0.04 * rng.signed()).clamp(0.0, 1.0)));
+        cloud.colors.push(colour.map(|c| (c + 0.04 * signed(&mut rng)).clamp(0.0, 1.0)));
     }
     cloud
 }

@@ -16,7 +16,7 @@
 //! - the adapter's limits and features and what they imply (the largest run in the memory
 //!   budget, the subgroup width, timestamps).
 //!
-//! The tolerances are those of the rasterizer's tests (`render/tests/rasterize_gpu.rs`, where
+//! The tolerances are those of the rasterizer's tests (`render/tests/it/rasterize_gpu.rs`, where
 //! they are explained): 2e-3 per channel, 1e-5 mean; 1e-4 relative per gradient group.
 
 use std::collections::BTreeMap;

@@ -15,6 +15,7 @@
 use std::sync::Arc;
 
 use splat_formats::Splats;
+use splat_formats::random::SplitMix64;
 use splat_render::gpu_splats::read_f32_async;
 use splat_render::{
     Camera, Category, FrameCounts, FrameScratch, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner,
@@ -474,16 +475,9 @@ fn pack_rgba8(view: &View, out: &mut Vec<u32>) {
 /// A random colour, uniform in the RGB cube, for 0-based step `step` of a run seeded `seed`.
 #[must_use]
 pub fn random_background(seed: u64, step: u32) -> [f32; 3] {
-    let mut state = seed ^ u64::from(step).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xba5e_c010;
-    std::array::from_fn(|_| (splitmix(&mut state) >> 40) as f32 / (1u64 << 24) as f32)
-}
-
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    let mut rng =
+        SplitMix64::new(seed ^ u64::from(step).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xba5e_c010);
+    std::array::from_fn(|_| rng.next_f32())
 }
 
 impl Trainer {
@@ -719,10 +713,12 @@ impl Trainer {
         let position = step as usize % n;
         if position == 0 || self.order.len() != n {
             self.order = (0..n).collect();
+            let mut rng = SplitMix64::new(self.rng);
             for i in (1..n).rev() {
-                let j = (splitmix(&mut self.rng) % (i as u64 + 1)) as usize;
+                let j = (rng.next_u64() % (i as u64 + 1)) as usize;
                 self.order.swap(i, j);
             }
+            self.rng = rng.state();
         }
         self.order[position]
     }

@@ -21,7 +21,6 @@ pub mod distortion;
 mod error;
 mod images;
 mod intrinsics;
-mod random;
 mod source;
 mod transforms;
 mod views;
@@ -34,8 +33,8 @@ use splat_formats::PointCloud;
 pub use error::DatasetError;
 pub use source::MAX_ZIP_ENTRY_BYTES;
 
-use random::SplitMix64;
 use source::DatasetSource;
+use splat_formats::random::SplitMix64;
 use views::PendingView;
 
 /// Point clouds looked for at the dataset root, in order, to initialise splats from.
@@ -46,7 +45,7 @@ const NEUTRAL_GREY: [f32; 3] = [0.5; 3];
 /// it (in front of the camera, inside its image). Half, not all: a camera that frames the
 /// subject tightly, or sees it from below, should not cut off what the others agree on; and
 /// of lego's cameras, which all frame the whole object, half already bound a region of
-/// 2–3 units across where the padded camera box is ~10 (`trainer/tests/dataset.rs`).
+/// 2–3 units across where the padded camera box is ~10 (`trainer/tests/it/dataset.rs`).
 const COMMON_VIEW_FRACTION: f64 = 0.5;
 /// Points on random camera rays that find the region the cameras see in common.
 const PROBE_POINTS: usize = 16_384;

@@ -39,8 +39,9 @@ use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, 
 
 use crate::optim::{AdamState, Moments};
 use kernels::{GatherJob, GatherUniform, Kernel, Kernels, Role, UNIFORM_SLOT, too_many};
-use plan::{Plan, Readback, SplitMix64, logit};
+use plan::{Plan, Readback, logit};
 pub use plan::{RELOCATION_MAX_COPIES, SPLIT_CHILDREN, SPLIT_SCALE_DIVISOR, relocation};
+use splat_formats::random::SplitMix64;
 
 /// What densification reallocates together: the parameters, their gradients (and
 /// densification statistics) and Adam's moments, all with the same splat count.

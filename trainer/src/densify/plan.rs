@@ -8,6 +8,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use splat_formats::random::SplitMix64;
+
 use super::{DefaultConfig, McmcConfig, RefineStats};
 
 /// Output flag: Adam's moments of this output start at zero (a new splat, or one whose
@@ -102,36 +104,6 @@ impl Readback {
 
     fn log_scale(&self, i: usize) -> [f32; 3] {
         [self.log_scales[3 * i], self.log_scales[3 * i + 1], self.log_scales[3 * i + 2]]
-    }
-}
-
-/// `SplitMix64` (Steele, Lea & Flood 2014): a tiny, good-enough generator with no dependency.
-#[derive(Clone, Debug)]
-pub(crate) struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// The generator of one refinement: a function of the run's seed and the step only.
-    pub fn for_step(seed: u64, step: u32) -> Self {
-        let mut mixer = Self(seed);
-        let base = mixer.next_u64();
-        Self(base ^ u64::from(step).wrapping_mul(0xD1B5_4A32_D192_ED03))
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    pub fn next_u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-
-    /// Uniform in [0, 1), 53 random bits.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1_u64 << 53) as f64)
     }
 }
 
