@@ -1,0 +1,115 @@
+//! `splatforge convert IN OUT`: every format we read to every format we write; a written
+//! `.spz` matches the one another tool (PlayCanvas) wrote of the same scene.
+#![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
+
+use std::path::Path;
+use std::process::Command;
+
+use splat_test_support::data;
+use splat_trainer::formats::{Loaded, Splats, load_file, spz};
+
+use crate::helpers::error_lines;
+
+fn convert(input: &Path, output: &Path) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_splatforge"))
+        .arg("convert")
+        .args([input, output])
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn splats(path: &Path) -> Splats {
+    match load_file(path).unwrap() {
+        Loaded::Splats { splats, .. } => splats,
+        Loaded::Points(_) => panic!("{}: points", path.display()),
+    }
+}
+
+fn largest_difference(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// PlayCanvas ships the biker scene as a compressed PLY and as an SPZ it wrote from the
+/// same splats. Ours, written from the compressed PLY, decodes to the same scene within the
+/// format's quantisation.
+#[test]
+fn our_spz_of_a_scene_matches_another_writers() {
+    let dir = std::env::temp_dir().join(format!("splatforge-convert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ours = dir.join("biker.spz");
+    let (ok, stderr) = convert(&data("splats/compressed-ply/biker.compressed.ply"), &ours);
+    assert!(ok, "{stderr}");
+    let theirs = spz::read(&std::fs::read(data("splats/spz/biker.spz")).unwrap()).unwrap();
+    let ours = splats(&ours);
+    assert_eq!(ours.len(), theirs.len());
+    assert_eq!(ours.sh_degree, theirs.sh_degree);
+    // Positions to one step of SPZ's 12 fraction bits; every other value to the bit.
+    assert!(
+        largest_difference(ours.means.as_flattened(), theirs.means.as_flattened()) <= 1.0 / 4096.0
+    );
+    assert_eq!(ours.log_scales, theirs.log_scales);
+    assert_eq!(ours.opacity_logits, theirs.opacity_logits);
+    assert_eq!(ours.sh_dc, theirs.sh_dc);
+    assert_eq!(ours.sh_rest, theirs.sh_rest);
+    // A rotation and its negation are the same.
+    for (a, b) in ours.rotations.iter().zip(&theirs.rotations) {
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        assert!(dot.abs() > 0.999_99, "{a:?} {b:?}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// Each format we read, to each we write: the same splats come back, within what the
+/// written format keeps (SPZ quantises, `.splat` keeps 8-bit colour and no SH rest).
+#[test]
+fn every_format_we_read_converts_to_every_format_we_write() {
+    let dir = std::env::temp_dir().join(format!("splatforge-convert-all-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for input in [
+        "splats/inria-ply/rtgs-16.ply",
+        "splats/compressed-ply/test-64-with-sh.compressed.ply",
+        "splats/splat/bob_10k.splat",
+        "splats/spz/biker.spz",
+    ] {
+        let input = data(input);
+        let original = splats(&input);
+        for extension in ["ply", "spz", "splat"] {
+            let output = dir.join(format!("out.{extension}"));
+            let (ok, stderr) = convert(&input, &output);
+            assert!(ok, "{}: {stderr}", input.display());
+            let written = splats(&output);
+            assert_eq!(written.len(), original.len(), "{}", output.display());
+            let degree = if extension == "splat" { 0 } else { original.sh_degree };
+            assert_eq!(written.sh_degree, degree, "{}", output.display());
+            // PLY and .splat store f32 positions; SPZ 24-bit fixed point with 12 fraction
+            // bits, fewer for large scenes.
+            let tolerance = if extension == "spz" {
+                1e-3 * original.means.as_flattened().iter().fold(1.0, |m, v| v.abs().max(m))
+            } else {
+                0.0
+            };
+            let error =
+                largest_difference(written.means.as_flattened(), original.means.as_flattened());
+            assert!(
+                error <= tolerance,
+                "{} → {extension}: positions off by {error}",
+                input.display()
+            );
+        }
+    }
+    // A format we do not write, and a point cloud, are one clear line each.
+    let cloud = data("datasets/tiny-per-frame-intrinsics/init.ply");
+    for (input, output, words) in [
+        (data("splats/inria-ply/rtgs-16.ply"), dir.join("out.txt"), "write .ply, .spz or .splat"),
+        (cloud, dir.join("out.ply"), "a point cloud, not splats"),
+    ] {
+        let (ok, stderr) = convert(&input, &output);
+        assert!(!ok);
+        let lines = error_lines(&stderr);
+        assert_eq!(lines.len(), 1, "{stderr}");
+        assert!(lines[0].contains(words), "{stderr}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -1,0 +1,350 @@
+//! The desktop app driven through `egui_kittest`: the real app, the real trainer task and the
+//! real viewer, on software Vulkan (lavapipe). Keys and clicks go in as a user's would; the
+//! checks read the app's state, the files it writes, the memory ledger and snapshot images.
+//!
+//! Snapshots of the main states (a dataset loaded and ready; a run finished at its planned
+//! step; a splat file viewed) are taken where their pixels are deterministic: the log panel
+//! (timestamps) and notifications are hidden, the memory budget is fixed, and a run is shown
+//! at an exact step (its float-atomics noise, ~1e-5 in the loss, stays under kittest's
+//! per-pixel threshold). `UPDATE_SNAPSHOTS=1` rewrites the images.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use egui::{Key, Modifiers, Vec2};
+use egui_kittest::kittest::Queryable as _;
+use egui_kittest::{Harness, SnapshotOptions};
+use splat_test_support::data;
+use splat_trainer::render::Owner;
+use splat_trainer::task::TaskState;
+use splatforge::gui::{GuiArgs, SplatApp, UiState};
+
+const SIZE: Vec2 = Vec2::new(1280.0, 800.0);
+/// Pixels that may differ in the deterministic snapshots: the adapter's name in the status bar
+/// (llvmpipe reports the CPU's SIMD width) and rounding of the rasterizer on other CPUs.
+const STRICT_PIXELS: usize = 1500;
+/// A fixed budget: the default one follows the machine's free memory, which is shown.
+const BUDGET: u64 = 4 << 30;
+
+fn snapshots() -> SnapshotOptions {
+    SnapshotOptions::new()
+        .output_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/snapshots"))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("splatforge-gui-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn harness(args: GuiArgs) -> Harness<'static, SplatApp> {
+    Harness::builder()
+        .with_size(SIZE)
+        .wgpu_setup(splatforge::gui::wgpu_setup())
+        .build_eframe(move |cc| SplatApp::new(cc, args).expect("the app starts"))
+}
+
+/// Steps the app (as frames would) until `done` holds; fails after `seconds`.
+fn wait_for(
+    harness: &mut Harness<'static, SplatApp>,
+    what: &str,
+    seconds: u64,
+    done: impl Fn(&UiState) -> bool,
+) -> UiState {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        harness.step();
+        let state = harness.state().ui_state();
+        if done(&state) {
+            return state;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}; state: {state:#?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Lets the layout settle and the viewer draw what the UI asks for now (a frame on lavapipe
+/// can take a second): until the last frame matches the request for several frames running.
+fn settle(harness: &mut Harness<'static, SplatApp>) {
+    let mut current = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while current < 10 {
+        harness.step();
+        let state = harness.state().ui_state();
+        current = if state.frame_current { current + 1 } else { 0 };
+        assert!(Instant::now() < deadline, "the viewport never caught up: {state:#?}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Lets the layout settle where the viewport has nothing to draw.
+fn settle_layout(harness: &mut Harness<'static, SplatApp>) {
+    for _ in 0..20 {
+        harness.step();
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+#[test]
+fn sample_scene_start_pause_new_run_export_and_checkpoint() {
+    let out = temp_dir("run");
+    let mut harness = harness(GuiArgs {
+        path: None,
+        out: Some(out.clone()),
+        start: false,
+        steps: Some(40),
+        memory_budget: Some(BUDGET),
+    });
+    // Before any run the window shows the initial splats (the trainer's run 0) from the
+    // first dataset camera, its image beside.
+    let state = wait_for(&mut harness, "the sample scene's initial splats", 120, |s| {
+        s.task == TaskState::Ready && s.dataset.is_some() && s.frame == Some(Some((0, 0)))
+    });
+    assert!(state.frame_splats > 0, "{state:?}");
+    assert!(state.errors.is_empty(), "{:?}", state.errors);
+    assert!(
+        state.dataset.as_ref().is_some_and(|p| p.ends_with("sample-scene.zip")),
+        "the sample scene loads by default: {state:?}"
+    );
+    harness.state_mut().set_log_visible(false);
+    settle_layout(&mut harness);
+    harness.snapshot_options("ready", &snapshots().max_failed_pixels(STRICT_PIXELS));
+    harness.state_mut().set_log_visible(true);
+
+    // Space starts; the Pause button pauses.
+    harness.key_press(Key::Space);
+    wait_for(&mut harness, "training", 120, |s| s.task == TaskState::Training && s.step >= 3);
+    harness.get_by_label("Pause").click();
+    let paused = wait_for(&mut harness, "the pause", 60, |s| s.task == TaskState::Paused);
+    let run = paused.run.expect("a run");
+    // The viewport shows the run's splats (the viewer slot is refreshed on pause).
+    wait_for(&mut harness, "a frame of the run", 60, |s| {
+        s.frame.is_some_and(|f| f.is_some_and(|(r, _)| r == run))
+    });
+    let ledger = harness.state().gpu().ledger().snapshot();
+    assert!(ledger.owner_bytes(Owner::Run(run)) > 0, "the paused run keeps its parameters");
+    assert!(ledger.owner_bytes(Owner::Viewer) > 0, "the viewer's copy and texture");
+
+    // Space resumes, Ctrl+N starts a new run and frees the old one.
+    harness.key_press(Key::Space);
+    wait_for(&mut harness, "the resume", 60, |s| s.task == TaskState::Training);
+    harness.key_press_modifiers(Modifiers::COMMAND, Key::N);
+    let second = wait_for(&mut harness, "the new run", 120, |s| {
+        s.run.is_some_and(|r| r > run) && s.step >= 2
+    });
+    assert_eq!(
+        harness.state().gpu().ledger().owner_bytes(Owner::Run(run)),
+        0,
+        "the first run's memory is back after the new run started"
+    );
+
+    // Ctrl+E exports into --out, Ctrl+S saves a checkpoint there.
+    harness.key_press_modifiers(Modifiers::COMMAND, Key::E);
+    let exported = wait_for(&mut harness, "the export", 60, |s| !s.exported.is_empty());
+    let ply = &exported.exported[0];
+    assert!(ply.starts_with(&out) && ply.extension().is_some_and(|e| e == "ply"), "{ply:?}");
+    match splat_trainer::formats::load_file(ply).expect("the export loads") {
+        splat_trainer::formats::Loaded::Splats { splats, .. } => assert!(!splats.is_empty()),
+        splat_trainer::formats::Loaded::Points(_) => panic!("the export holds splats"),
+    }
+    // The button does what the key does.
+    harness.get_by_label("Export PLY").click();
+    wait_for(&mut harness, "the second export", 60, |s| s.exported.len() >= 2);
+    harness.key_press_modifiers(Modifiers::COMMAND, Key::S);
+    let saved = wait_for(&mut harness, "the checkpoint", 60, |s| !s.checkpoints.is_empty());
+    assert!(saved.checkpoints[0].starts_with(&out));
+    splat_trainer::checkpoint::load(&saved.checkpoints[0]).expect("the checkpoint loads");
+
+    // Runs to its planned steps and stays, paused.
+    let finished = wait_for(&mut harness, "the end of the run", 300, |s| {
+        s.task == TaskState::Paused && s.step >= 40
+    });
+    assert_eq!(finished.run, second.run);
+    assert!(finished.errors.is_empty(), "{:?}", finished.errors);
+    wait_for(&mut harness, "the last frame", 60, |s| {
+        s.frame.is_some_and(|f| f.is_some_and(|(r, step)| Some(r) == s.run && step == 40))
+    });
+    harness.state_mut().set_log_visible(false);
+    harness.state_mut().clear_notification();
+    settle(&mut harness);
+    harness.snapshot_options("finished", &snapshots().max_failed_pixels(STRICT_PIXELS));
+    harness.state_mut().set_log_visible(true);
+
+    // Stop frees the run; what is left belongs to the viewer and shared resources.
+    harness.get_by_label("Stop").click();
+    wait_for(&mut harness, "the stop", 60, |s| s.task == TaskState::Ready && s.run.is_none());
+    let ledger = harness.state().gpu().ledger().snapshot();
+    assert!(
+        ledger.by_owner.keys().all(|o| !matches!(o, Owner::Run(_))),
+        "no run holds memory after Stop: {:?}",
+        ledger.by_owner
+    );
+    drop(harness);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn every_kind_of_file_does_the_right_thing() {
+    let out = temp_dir("files");
+    // Open a splat file from the command line: no dataset, the file is shown.
+    let spz = data("splats/spz/biker.spz");
+    let mut harness = harness(GuiArgs {
+        path: Some(spz.clone()),
+        out: Some(out.clone()),
+        start: false,
+        steps: Some(20),
+        memory_budget: Some(BUDGET),
+    });
+    wait_for(&mut harness, "the splat file", 120, |s| {
+        s.viewing_file.as_deref() == Some(spz.as_path()) && s.frame == Some(None)
+    });
+    harness.state_mut().set_log_visible(false);
+    settle(&mut harness);
+    harness.snapshot_options("view-splat-file", &snapshots().max_failed_pixels(STRICT_PIXELS));
+    harness.state_mut().set_log_visible(true);
+
+    // A point cloud needs a dataset: a clear message, nothing else changes.
+    drop_file(&mut harness, data("pointclouds/donut-xyz-rgb-45624.ply"));
+    let state = wait_for(&mut harness, "the point-cloud message", 60, |s| !s.errors.is_empty());
+    assert!(state.errors[0].contains("open a dataset first"), "{:?}", state.errors);
+
+    // A dataset folder loads.
+    drop_file(&mut harness, data("datasets/tiny-per-frame-intrinsics"));
+    wait_for(&mut harness, "the dataset", 120, |s| {
+        s.task == TaskState::Ready && s.dataset.is_some()
+    });
+    // Now the point cloud becomes init.ply.
+    let cloud = data("pointclouds/donut-xyz-rgb-45624.ply");
+    drop_file(&mut harness, cloud.clone());
+    wait_for(&mut harness, "init.ply", 60, |s| s.init.as_deref() == Some(cloud.as_path()));
+
+    // Malformed and unsupported files: a message each; the app and its dataset stay.
+    let errors_before = harness.state().ui_state().errors.len();
+    for bad in [
+        data("splats/splat/minimal-4.ksplat"),
+        data("pointclouds/ply-rs/example_plys/single_elements_err_ascii.ply"),
+        data("README.md"),
+        out.join("does-not-exist.ply"),
+    ] {
+        drop_file(&mut harness, bad);
+    }
+    let state =
+        wait_for(&mut harness, "four messages", 60, |s| s.errors.len() >= errors_before + 4);
+    assert!(state.dataset.is_some(), "the dataset stays loaded");
+    assert!(state.errors.iter().any(|e| e.to_lowercase().contains("ksplat")), "{:?}", state.errors);
+    assert!(state.errors.iter().any(|e| e.contains("not something Splatforge opens")));
+
+    // A compressed PLY and a .splat replace the viewed file; the previous one is freed.
+    for file in ["splats/compressed-ply/biker.compressed.ply", "splats/splat/bob_10k.splat"] {
+        let path = data(file);
+        drop_file(&mut harness, path.clone());
+        wait_for(&mut harness, file, 60, |s| s.viewing_file.as_deref() == Some(path.as_path()));
+    }
+    wait_for(&mut harness, "a frame of bob_10k", 60, |s| s.frame_splats == 10_000);
+    let viewer_bytes = harness.state().gpu().ledger().owner_bytes(Owner::Viewer);
+    // bob_10k (10,000 splats of SH 0) with its rasterizer scratch and the viewport texture is
+    // about 5 MB; biker's 152k splats and the scratch grown for them (~45 MB) must be gone.
+    assert!(viewer_bytes < 12 << 20, "the previous file's memory was freed: {viewer_bytes} B");
+    drop(harness);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A file dropped onto the window, as the platform layer hands it to egui.
+#[derive(Debug)]
+struct Dropped(PathBuf);
+
+impl egui::DroppedFile for Dropped {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+fn drop_file(harness: &mut Harness<'static, SplatApp>, path: PathBuf) {
+    harness.input_mut().dropped_files.push(std::sync::Arc::new(Dropped(path)));
+    harness.step();
+}
+
+#[test]
+#[ignore = "slow: the whole self-test in the window"]
+fn help_self_test_runs_on_the_windows_device() {
+    let mut harness = harness(GuiArgs {
+        path: None,
+        out: Some(temp_dir("self-test")),
+        start: false,
+        steps: Some(40),
+        memory_budget: Some(BUDGET),
+    });
+    wait_for(&mut harness, "the sample scene", 120, |s| s.task == TaskState::Ready);
+    harness.get_by_label("Help").click();
+    for _ in 0..5 {
+        harness.step();
+    }
+    harness.get_by_label("Self-test").click();
+    // On its own thread: the window keeps drawing meanwhile.
+    let state = wait_for(&mut harness, "the self-test", 600, |s| s.self_test.is_some());
+    assert_eq!(state.self_test, Some(true), "{state:#?}");
+    assert!(state.errors.is_empty(), "{:?}", state.errors);
+    harness.get_by_label("All checks passed.");
+    assert_eq!(
+        harness.state().gpu().ledger().owner_bytes(Owner::Shared),
+        0,
+        "the self-test's buffers are gone"
+    );
+}
+
+/// A video dropped on the window: it asks whether to compute camera poses, runs COLMAP on its
+/// own thread while the window keeps drawing, and opens the dataset it wrote. Needs COLMAP and
+/// ffmpeg (see `tests/it/cli_poses.rs`: skipped with a reason without them, unless
+/// `SPLATFORGE_REQUIRE_ENGINES` is set).
+#[test]
+#[ignore = "slow: COLMAP and ffmpeg on a video"]
+fn a_dropped_video_gets_camera_poses_and_opens() {
+    let engines = ["colmap", "ffmpeg"];
+    if engines.iter().any(|e| std::process::Command::new(e).arg("-h").output().is_err()) {
+        assert!(
+            std::env::var_os("SPLATFORGE_REQUIRE_ENGINES").is_none(),
+            "COLMAP or ffmpeg is not on the PATH, and SPLATFORGE_REQUIRE_ENGINES is set"
+        );
+        eprintln!("a_dropped_video_gets_camera_poses_and_opens: skipped: no COLMAP or ffmpeg");
+        return;
+    }
+    let dir = temp_dir("poses");
+    let video = dir.join("desk.mp4");
+    // Twelve consecutive frames of the desk-penguin phone capture, small.
+    let made = std::process::Command::new("ffmpeg")
+        .args(["-nostdin", "-loglevel", "error", "-framerate", "4", "-i"])
+        .arg(data("datasets/desk-penguin-opencv/images/input_%04d.jpg"))
+        .args(["-frames:v", "12", "-vf", "scale=400:-2", "-c:v", "mpeg4", "-q:v", "3"])
+        .arg(&video)
+        .output()
+        .expect("ffmpeg runs");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let mut harness = harness(GuiArgs {
+        path: None,
+        out: Some(dir.clone()),
+        start: false,
+        steps: Some(20),
+        memory_budget: Some(BUDGET),
+    });
+    wait_for(&mut harness, "the sample scene", 120, |s| s.task == TaskState::Ready);
+    drop_file(&mut harness, video);
+    wait_for(&mut harness, "the question", 60, |s| s.poses_window);
+    // A new window is laid out invisibly in its first frame.
+    for _ in 0..5 {
+        harness.step();
+    }
+    harness.get_by_label("Compute camera poses").click();
+    let dataset = dir.join("desk_dataset");
+    let state = wait_for(&mut harness, "the dataset from the video", 600, |s| {
+        s.dataset.as_deref() == Some(dataset.as_path()) && s.task == TaskState::Ready
+    });
+    assert!(state.errors.is_empty(), "{:?}", state.errors);
+    assert!(!state.poses_window, "the window closes when the dataset opens");
+    drop(harness);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,41 @@
+//! What the trainer tests share; what every crate's tests share is in `splat_test_support`.
+
+use std::sync::Arc;
+
+use splat_render::{GpuContext, ShPrecision};
+use splat_test_support::dataset_path;
+use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
+use splat_trainer::densify::Strategy;
+use splat_trainer::loss::LossWeights;
+use splat_trainer::train::{LearningRates, TrainConfig, Transparency};
+
+/// The adapter wgpu finds (lavapipe in CI and on the development machine).
+pub fn context() -> GpuContext {
+    pollster::block_on(GpuContext::new_headless()).expect("a GPU adapter (lavapipe in CI)")
+}
+
+/// desk-statue-colmap (a COLMAP binary model of a real capture) at `max_resolution` px.
+pub fn desk_statue(max_resolution: u32) -> Arc<Dataset> {
+    let options = LoadOptions { max_resolution, ..LoadOptions::default() };
+    Arc::new(load_dataset(&dataset_path("desk-statue-colmap"), &options).expect("desk-statue"))
+}
+
+/// A small test run of `steps` steps: SH degree 1 (raised after 10 steps), at most 20,000
+/// splats, seed 1, no evaluation, a black background, the default rates and loss. Tests
+/// override what they need with `TrainConfig { …, ..test_config(steps, strategy) }`.
+pub fn test_config(steps: u32, strategy: Strategy) -> TrainConfig {
+    TrainConfig {
+        steps,
+        sh_degree: 1,
+        sh_degree_interval: 10,
+        sh_precision: ShPrecision::F32,
+        strategy,
+        max_splats: 20_000,
+        eval_every: 0,
+        seed: 1,
+        background: [0.0; 3],
+        learning_rates: LearningRates::default(),
+        loss_weights: LossWeights::default(),
+        transparency: Transparency::default(),
+    }
+}

@@ -1,0 +1,77 @@
+//! The trainer task with nobody reading its events. A file of its own: the channel it fills
+//! holds memory events (ledger snapshots), which would show in the RSS that `task.rs`'s
+//! twenty-runs test watches if they ran in one process.
+#![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
+
+use std::time::{Duration, Instant};
+
+use splat_render::Owner;
+use splat_test_support::data;
+use splat_trainer::dataset::LoadOptions;
+use splat_trainer::densify::{DefaultConfig, Strategy};
+use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
+use splat_trainer::train::TrainConfig;
+
+use crate::helpers::{context, test_config};
+
+const WAIT: Duration = Duration::from_secs(300);
+
+fn until(task: &TaskHandle, mut done: impl FnMut(&Event) -> bool) -> Vec<Event> {
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        assert!(start.elapsed() < WAIT, "timed out");
+        if let Some(event) = task.event_timeout(Duration::from_millis(100)) {
+            let stop = done(&event);
+            seen.push(event);
+            if stop {
+                return seen;
+            }
+        }
+    }
+}
+
+/// Nobody reads the events for hundreds of steps: the progress and loss events that do not
+/// fit the channel are dropped, and nothing of them piles up on the GPU or in the task.
+#[test]
+#[ignore = "slow: a memory soak of a run nobody reads"]
+fn unread_progress_keeps_the_ledger_flat() {
+    let ctx = context();
+    let task = TaskHandle::spawn(ctx.clone()).unwrap();
+    task.send(Command::LoadDataset {
+        path: data("datasets/desk-statue-colmap"),
+        options: LoadOptions { max_resolution: 40, ..LoadOptions::default() },
+    })
+    .unwrap();
+    until(&task, |e| *e == Event::State(TaskState::Ready));
+    let steps = 700;
+    let config = TrainConfig {
+        max_splats: 5000,
+        seed: 2,
+        ..test_config(
+            steps,
+            Strategy::Default(DefaultConfig { start: u32::MAX, ..DefaultConfig::default() }),
+        )
+    };
+    task.send(Command::Start { config }).unwrap();
+    // The step the run has reached, from the viewer slot (refreshed every 10 steps): the
+    // events are not read.
+    let step = || task.viewer().latest().map_or(0, |v| v.step);
+    let wait_for = |target: u32| {
+        let start = Instant::now();
+        while step() < target {
+            assert!(start.elapsed() < WAIT, "stuck at step {}", step());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    wait_for(50);
+    let early = ctx.ledger().total_bytes();
+    wait_for(steps - 20);
+    let late = ctx.ledger().total_bytes();
+    assert_eq!(early, late, "the ledger grew from step ~50 to step ~{}", steps - 20);
+    let events = until(&task, |e| matches!(e, Event::Finished { .. }));
+    let step_events = events.iter().filter(|e| matches!(e, Event::Step(_))).count();
+    assert!(step_events < steps as usize, "the channel was full: some progress was dropped");
+    drop(task);
+    assert_eq!(ctx.ledger().total_bytes() - ctx.ledger().owner_bytes(Owner::Shared), 0);
+}
