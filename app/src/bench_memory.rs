@@ -108,10 +108,9 @@ pub fn run(args: &BenchMemoryArgs) -> anyhow::Result<()> {
     let budget = default_budget(&ctx);
     let shape = RunShape::for_dataset(&data, 0, args.sh_degree).with_precision(args.sh_precision);
     println!(
-        "default budget {:.0} MiB: {} splats of SH degree {} ({}) at {}x{} (ips {}); the \
+        "default budget {budget}: {} splats of SH degree {} ({}) at {}x{} (ips {}); the \
          device's bindings allow {}",
-        budget as f64 / MIB,
-        model.max_splats_for_budget(budget, &shape),
+        model.max_splats_for_budget(budget.bytes, &shape),
         args.sh_degree,
         args.sh_precision.name(),
         shape.width,

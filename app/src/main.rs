@@ -208,6 +208,10 @@ enum Command {
         /// adapter).
         #[arg(long, value_parser = splatforge::parse_bytes)]
         memory_budget: Option<u64>,
+        /// Print the adapter's report as JSON (name, backend, type, limits, memory) and stop,
+        /// without running a check: what a script asks before it commits to a GPU.
+        #[arg(long)]
+        adapter_only: bool,
     },
     /// Regenerate the built-in sample scene (assets/sample-scene.zip) from its definition.
     #[command(hide = true)]
@@ -259,8 +263,8 @@ fn main() -> ExitCode {
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::MakeSampleScene { out } => make_sample_scene(&out),
-        Command::SelfTest { json, memory_budget } => {
-            self_test_cmd::run(&self_test_cmd::SelfTestArgs { json, memory_budget })
+        Command::SelfTest { json, memory_budget, adapter_only } => {
+            self_test_cmd::run(&self_test_cmd::SelfTestArgs { json, memory_budget, adapter_only })
         }
         Command::Info { path, max_resolution } => info::run(&path, max_resolution),
         Command::Train {

@@ -11,12 +11,26 @@ use splatforge::gui::sample;
 pub struct SelfTestArgs {
     pub json: Option<PathBuf>,
     pub memory_budget: Option<u64>,
+    /// Print the adapter's report as JSON and stop, without running a check.
+    pub adapter_only: bool,
 }
 
 pub fn run(args: &SelfTestArgs) -> anyhow::Result<()> {
     let ctx = pollster::block_on(GpuContext::new_headless())?;
+    let budget = args.memory_budget.map_or_else(
+        || splat_trainer::memory::default_budget(&ctx),
+        splat_trainer::memory::MemoryBudget::given,
+    );
+    if args.adapter_only {
+        let adapter = splat_trainer::self_test::adapter_report(&ctx, budget);
+        let text = serde_json::to_string_pretty(&adapter)?;
+        if let Some(path) = &args.json {
+            std::fs::write(path, &text).with_context(|| format!("{}", path.display()))?;
+        }
+        println!("{text}");
+        return Ok(());
+    }
     let sample = sample::load_dataset()?;
-    let budget = args.memory_budget.unwrap_or_else(|| splat_trainer::memory::default_budget(&ctx));
     eprintln!("self-test on {} (about a minute)…", ctx.adapter_info.name);
     let options = splat_trainer::self_test::Options { memory_budget: budget, profile: true };
     let report = splat_trainer::self_test::run(&ctx, &sample, &options)

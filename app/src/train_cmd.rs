@@ -105,6 +105,8 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     task.send(Command::LoadDataset { path: dataset.clone(), options })?;
     if let Some(bytes) = args.memory_budget {
         task.send(Command::SetMemoryBudget { bytes })?;
+    } else {
+        eprintln!("memory budget: {}", splat_trainer::memory::default_budget(&ctx));
     }
     if let Some(init) = &args.init {
         task.send(Command::LoadInit { path: init.clone() })?;

@@ -127,6 +127,10 @@ pub enum GpuError {
     OutOfMemory { label: String, bytes: Option<u64> },
     #[error("'{label}': {message}")]
     Validation { label: String, message: String },
+    /// The driver failed where WebGPU expects no failure: a shader its compiler rejects, a
+    /// limit of its own.
+    #[error("'{label}': the GPU driver failed ({adapter}): {message}")]
+    Internal { label: String, adapter: String, message: String },
     #[error("waiting for the GPU failed: {0}")]
     Poll(String),
 }
@@ -191,6 +195,13 @@ pub struct GpuContext {
     profiler: Arc<Mutex<Option<Profiler>>>,
 }
 
+/// Where the driver says how much memory this process may use (Vulkan with
+/// `VK_EXT_memory_budget`, DX12), creating a buffer or texture past 95% of it fails as out of
+/// memory, which ends one run in words, rather than letting the driver lose the device later
+/// at a bind group or a submit. The app's window asks the same of eframe's instance.
+pub const MEMORY_BUDGET_THRESHOLDS: wgpu::MemoryBudgetThresholds =
+    wgpu::MemoryBudgetThresholds { for_resource_creation: Some(95), for_device_loss: None };
+
 impl GpuContext {
     /// Opens the best adapter without a window (tests, the command line), asking for the
     /// adapter's own limits (not the conservative defaults) and the optional features we
@@ -202,8 +213,9 @@ impl GpuContext {
     /// [`GpuContext::new_headless`] with features left out or limits lowered (tests: the
     /// portable paths, a smaller GPU).
     pub async fn new_headless_with(options: &HeadlessOptions) -> Result<Self, GpuError> {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        descriptor.memory_budget_thresholds = MEMORY_BUDGET_THRESHOLDS;
+        let instance = wgpu::Instance::new(descriptor);
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
@@ -444,29 +456,19 @@ impl GpuContext {
         self.device.generate_allocator_report().map(|r| r.total_allocated_bytes)
     }
 
-    /// Runs GPU work (encoding, submitting) inside out-of-memory and validation error scopes,
-    /// so a mistake in a bind group or a dispatch comes back as an error of this call instead
-    /// of a message in the log. Error scopes are per thread: call from the thread that works.
+    /// Runs GPU work (encoding, submitting) inside error scopes, so a mistake in a bind group
+    /// or a dispatch, an out-of-memory or a driver's failure (a shader it cannot compile, a
+    /// limit of its own) comes back as an error of this call instead of a message in the log.
+    /// Error scopes are per thread: call from the thread that works.
     pub fn checked<T>(
         &self,
         label: &str,
         work: impl FnOnce() -> Result<T, GpuError>,
     ) -> Result<T, GpuError> {
-        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let result = work();
-        let oom = pollster::block_on(oom.pop());
-        let validation = pollster::block_on(validation.pop());
-        if oom.is_some() {
-            return Err(GpuError::OutOfMemory { label: label.into(), bytes: None });
-        }
-        if let Some(error) = validation {
-            return Err(GpuError::Validation { label: label.into(), message: error.to_string() });
-        }
-        result
+        self.scoped(label, None, work)?
     }
 
-    /// Runs `create` inside out-of-memory and validation error scopes, turning a failure
+    /// Runs `create` inside the error scopes of [`GpuContext::checked`], turning a failure
     /// into a typed error instead of a panic in wgpu's default handler.
     fn with_error_scope<T>(
         &self,
@@ -474,18 +476,39 @@ impl GpuContext {
         bytes: u64,
         create: impl FnOnce() -> T,
     ) -> Result<T, GpuError> {
+        self.scoped(label, Some(bytes), create)
+    }
+
+    /// `work` inside out-of-memory, validation and internal error scopes; the first error
+    /// in that order (an out-of-memory often brings validation errors about what it left
+    /// unmade).
+    fn scoped<T>(
+        &self,
+        label: &str,
+        bytes: Option<u64>,
+        work: impl FnOnce() -> T,
+    ) -> Result<T, GpuError> {
+        let internal = self.device.push_error_scope(wgpu::ErrorFilter::Internal);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let resource = create();
+        let value = work();
         let oom = pollster::block_on(oom.pop());
         let validation = pollster::block_on(validation.pop());
+        let internal = pollster::block_on(internal.pop());
         if oom.is_some() {
-            return Err(GpuError::OutOfMemory { label: label.into(), bytes: Some(bytes) });
+            return Err(GpuError::OutOfMemory { label: label.into(), bytes });
         }
         if let Some(error) = validation {
             return Err(GpuError::Validation { label: label.into(), message: error.to_string() });
         }
-        Ok(resource)
+        if let Some(error) = internal {
+            return Err(GpuError::Internal {
+                label: label.into(),
+                adapter: adapter_name(&self.adapter_info),
+                message: error.to_string(),
+            });
+        }
+        Ok(value)
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod camera;
 mod context;
+mod device_memory;
 pub mod gpu_splats;
 pub mod kernels;
 pub mod ledger;
@@ -18,8 +19,9 @@ pub mod view_controller;
 pub use camera::Camera;
 pub use context::{
     GpuBuffer, GpuContext, GpuError, GpuTexture, HeadlessOptions, KERNEL_NEEDS, KernelNeeds, Limit,
-    adapter_name, device_descriptor, texture_bytes,
+    MEMORY_BUDGET_THRESHOLDS, adapter_name, device_descriptor, texture_bytes,
 };
+pub use device_memory::{DeviceMemory, device_memory};
 pub use gpu_splats::{GpuSplats, ShPrecision, SplatGradients};
 pub use ledger::{Allocation, Category, Ledger, LedgerEntry, LedgerSnapshot, Owner};
 pub use profiler::{FrameTimings, PassTimer, PassTiming, Profile};

@@ -66,8 +66,8 @@ use splat_render::gpu_splats::{
 };
 use splat_render::kernels::{DENSIFY_FLOATS, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS};
 use splat_render::{
-    Category, FrameScratch, GpuContext, GpuError, GpuSplats, Owner, RenderSettings, Renderer,
-    ShPrecision, TILE_SIZE, wgpu,
+    Category, DeviceMemory, FrameScratch, GpuContext, GpuError, GpuSplats, Owner, RenderSettings,
+    Renderer, ShPrecision, TILE_SIZE, device_memory, human_bytes, wgpu,
 };
 
 use crate::dataset::Dataset;
@@ -536,33 +536,109 @@ fn sort_scratch(tally: &mut Tally, capacity: u64) {
     scan_scratch(tally, table_len);
 }
 
-/// A default memory budget for training on `ctx`'s device, in bytes.
+/// The memory budget of the runs on a device: bytes, and where they came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryBudget {
+    pub bytes: u64,
+    pub source: BudgetSource,
+}
+
+/// Where a [`MemoryBudget`] came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BudgetSource {
+    /// A discrete GPU's driver: its device-local memory (what the driver says is free, else
+    /// all of it) less `margin` for the desktop, other programs and the viewer's own
+    /// textures, which the ledger does not count.
+    Driver { memory: DeviceMemory, margin: u64 },
+    /// A CPU adapter or an integrated GPU, which allocate from host memory: a share of what
+    /// the host has available.
+    Host { available: u64 },
+    /// The driver does not say (DX12, Metal and GL for now): a guess.
+    Assumed,
+    /// Given by the user (`--memory-budget`, the window's setting).
+    Given,
+}
+
+impl MemoryBudget {
+    /// A budget the user gave.
+    #[must_use]
+    pub fn given(bytes: u64) -> Self {
+        Self { bytes, source: BudgetSource::Given }
+    }
+
+    /// A discrete GPU's budget from what its driver says ([`default_budget`]).
+    #[must_use]
+    pub fn from_driver(memory: DeviceMemory) -> Self {
+        let margin = (memory.total / 16).max(512 << 20);
+        let usable = memory.free.unwrap_or(memory.total);
+        Self {
+            bytes: usable.saturating_sub(margin),
+            source: BudgetSource::Driver { memory, margin },
+        }
+    }
+}
+
+impl std::fmt::Display for MemoryBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let bytes = human_bytes(self.bytes);
+        match self.source {
+            BudgetSource::Driver { memory, margin } => {
+                write!(f, "{bytes} from the driver ({} device memory", human_bytes(memory.total))?;
+                if let Some(free) = memory.free {
+                    write!(f, ", {} free", human_bytes(free))?;
+                }
+                write!(f, ", less {} for the desktop and the viewer)", human_bytes(margin))
+            }
+            BudgetSource::Host { available } => {
+                write!(f, "{bytes} from host memory ({} available)", human_bytes(available))
+            }
+            BudgetSource::Assumed => write!(
+                f,
+                "{bytes} assumed: the driver does not say how much memory this GPU has \
+                 (pass --memory-budget)"
+            ),
+            BudgetSource::Given => write!(f, "{bytes}, as given"),
+        }
+    }
+}
+
+/// The default memory budget for training on `ctx`'s device.
 ///
-/// wgpu does not say how much device memory is free (or even how much there is), so this is
-/// a heuristic:
+/// - **Discrete GPUs**: what the driver says ([`device_memory`]): the device-local memory
+///   free now where it says (Vulkan's `VK_EXT_memory_budget`, which counts other programs'
+///   use), else all of it, less a margin of 1/16 of it (at least 512 MiB) for what the
+///   desktop and other programs take later and the viewer's textures.
 /// - **CPU adapters** (lavapipe, llvmpipe, WARP) and **integrated GPUs** allocate device
-///   memory from host memory: the budget is a share of the host's available memory
+///   memory from host memory, and their drivers report host memory as device-local, which
+///   the process also needs: the budget is a share of the host's available memory
 ///   (`MemAvailable` in /proc/meminfo): 3/4 on a CPU adapter (the rest is for the process's
 ///   own host memory: decoded images, readbacks and the checkpoint copies of the splats, a
 ///   third of a run's GPU bytes at most, and for the allocator's block rounding); 1/2 on an
 ///   integrated GPU, whose drivers commonly let the GPU have about half of the system memory.
-/// - **Discrete GPUs** (and anything else): there is no query for VRAM. The adapter's
-///   `max_buffer_size` is the one memory size it reports, and it is not the VRAM (wgpu caps
-///   it at 2 GiB on Linux except on NVIDIA, whose drivers report their largest allocation),
-///   so the budget is twice it, clamped to 1–4 GiB: 4 GiB is about the smallest VRAM of a
-///   current discrete GPU, less what a desktop and the viewer take. Pass an explicit budget
-///   where the VRAM is known.
-///
-/// Without /proc/meminfo (not Linux), CPU and integrated adapters use the discrete rule.
+/// - **Where neither says** (DX12 and Metal until their queries are written, GL; CPU
+///   adapters without /proc/meminfo): twice the adapter's `max_buffer_size`, clamped to
+///   1–4 GiB (about the smallest VRAM of a current discrete GPU), and the budget says it was
+///   assumed.
 #[must_use]
-pub fn default_budget(ctx: &GpuContext) -> u64 {
+pub fn default_budget(ctx: &GpuContext) -> MemoryBudget {
     const GIB: u64 = 1 << 30;
     let host = host_available_bytes();
-    match (ctx.adapter_info.device_type, host) {
-        (wgpu::DeviceType::Cpu, Some(available)) => available / 4 * 3,
-        (wgpu::DeviceType::IntegratedGpu, Some(available)) => available / 2,
-        _ => ctx.device.limits().max_buffer_size.saturating_mul(2).clamp(GIB, 4 * GIB),
-    }
+    let (bytes, source) = match (ctx.adapter_info.device_type, host) {
+        (wgpu::DeviceType::Cpu, Some(available)) => {
+            (available / 4 * 3, BudgetSource::Host { available })
+        }
+        (wgpu::DeviceType::IntegratedGpu, Some(available)) => {
+            (available / 2, BudgetSource::Host { available })
+        }
+        _ => match device_memory(&ctx.device) {
+            Some(memory) => return MemoryBudget::from_driver(memory),
+            None => (
+                ctx.device.limits().max_buffer_size.saturating_mul(2).clamp(GIB, 4 * GIB),
+                BudgetSource::Assumed,
+            ),
+        },
+    };
+    MemoryBudget { bytes, source }
 }
 
 /// `MemAvailable` from /proc/meminfo, in bytes.

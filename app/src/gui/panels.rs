@@ -285,6 +285,7 @@ impl SplatApp {
         ui.heading("Settings");
         let editable = matches!(self.task_state, TaskState::Ready | TaskState::Empty);
         let settings_before = self.settings.clone();
+        let default_budget = format!("Default: {}", self.default_budget);
         egui::Grid::new("settings").num_columns(2).striped(true).show(ui, |ui| {
             let settings = &mut self.settings;
             let label = ui.label("Steps");
@@ -343,6 +344,7 @@ impl SplatApp {
                     .speed(16)
                     .suffix(" MiB"),
             )
+            .on_hover_text(default_budget)
             .labelled_by(label.id);
             ui.end_row();
         });

@@ -5,6 +5,7 @@
 use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
 use std::time::Instant;
 
+use splat_trainer::memory::MemoryBudget;
 use splat_trainer::render::GpuContext;
 use splat_trainer::self_test::SelfTestReport;
 
@@ -33,7 +34,7 @@ impl SelfTestWindow {
     /// and the window's trainer and viewer use it too (`splatforge self-test` has them).
     pub(super) fn start(
         gpu: GpuContext,
-        budget: u64,
+        budget: MemoryBudget,
         repaint: egui::Context,
     ) -> std::io::Result<Self> {
         let (tx, rx) = sync_channel(1);
@@ -134,7 +135,7 @@ impl SelfTestWindow {
     }
 }
 
-fn run(gpu: &GpuContext, budget: u64) -> Result<SelfTestReport, String> {
+fn run(gpu: &GpuContext, budget: MemoryBudget) -> Result<SelfTestReport, String> {
     let dataset = sample::load_dataset().map_err(|e| format!("{e:#}"))?;
     let options = splat_trainer::self_test::Options { memory_budget: budget, profile: false };
     splat_trainer::self_test::run(gpu, &dataset, &options).map_err(|e| e.to_string())

@@ -23,19 +23,23 @@ pub struct Presenter {
 }
 
 impl Presenter {
+    /// Builds the pipeline inside error scopes, so a driver that cannot compile it says so
+    /// here rather than as an invalid pipeline at the first frame.
     pub fn new(ctx: &GpuContext, owner: Owner) -> Result<Self, GpuError> {
-        let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("present"),
-            source: wgpu::ShaderSource::Wgsl(include_str!("present.wgsl").into()),
-        });
-        let pipeline = ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some("present"),
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions::default(),
-            cache: None,
-        });
+        let pipeline = ctx.checked("the present pipeline", || {
+            let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("present"),
+                source: wgpu::ShaderSource::Wgsl(include_str!("present.wgsl").into()),
+            });
+            Ok(ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("present"),
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions::default(),
+                cache: None,
+            }))
+        })?;
         // Read-only storage rather than a uniform: see the note on PARAMS in renderer.rs.
         let params = ctx.create_buffer(
             "present params",

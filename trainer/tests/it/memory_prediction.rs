@@ -8,13 +8,15 @@
 
 use std::sync::Arc;
 
-use splat_render::{Allocation, GpuContext, LedgerSnapshot, Owner, ShPrecision, wgpu};
+use splat_render::{
+    Allocation, DeviceMemory, GpuContext, LedgerSnapshot, Owner, ShPrecision, device_memory, wgpu,
+};
 use splat_trainer::dataset::Dataset;
 use splat_trainer::init::splats_from_points;
 use splat_trainer::memory::{
-    DEFAULT_INTERSECTIONS_PER_SPLAT, MEASURE_SEED, MeasuredRun, MeasuredStrategy, MemoryModel,
-    PeakCheck, RunShape, check_peak, default_budget, measure_intersections_per_splat,
-    measure_run_peak,
+    BudgetSource, DEFAULT_INTERSECTIONS_PER_SPLAT, MEASURE_SEED, MeasuredRun, MeasuredStrategy,
+    MemoryBudget, MemoryModel, PeakCheck, RunShape, check_peak, default_budget,
+    measure_intersections_per_splat, measure_run_peak,
 };
 use splat_trainer::train::Trainer;
 
@@ -183,11 +185,23 @@ fn per_splat_terms_follow_the_buffer_layouts() {
 #[test]
 fn default_budget_is_plausible() {
     let ctx = context();
+    let memory = device_memory(&ctx.device);
     let budget = default_budget(&ctx);
     println!(
-        "{:?} {:?}: default budget {budget} B",
+        "{:?} {:?}: the driver says {memory:?}; default budget {budget}",
         ctx.adapter_info.name, ctx.adapter_info.device_type
     );
+    if ctx.adapter_info.backend == wgpu::Backend::Vulkan {
+        // Every Vulkan driver reports its heaps, lavapipe too (host memory, device-local).
+        let memory = memory.expect("a Vulkan driver's memory heaps");
+        assert!(memory.total >= 256 << 20, "{memory:?}");
+        // The spec bounds a heap's budget by its size; usage may be anything below it.
+        assert!(memory.free.is_none_or(|free| free <= memory.total), "{memory:?}");
+    }
+    if ctx.adapter_info.device_type == wgpu::DeviceType::Cpu && cfg!(target_os = "linux") {
+        assert!(matches!(budget.source, BudgetSource::Host { .. }), "{budget:?}");
+    }
+    let budget = budget.bytes;
     assert!(budget >= 256 << 20, "{budget}");
     let shape = RunShape::new(0, 3, 1600, 1052);
     let model = MemoryModel::MEASURED;
@@ -218,6 +232,26 @@ fn default_budget_is_plausible() {
     // An image whose loss maps (36 B a pixel) exceed one binding fits no splat at all.
     let huge = RunShape::new(0, 3, 8000, 8000);
     assert_eq!(model.max_splats_for_limits(&lavapipe, &huge), 0);
+}
+
+/// A discrete GPU's budget is what its driver says is free less a margin of 1/16 of its
+/// memory (at least 512 MiB), or all of its memory less that where the driver does not say
+/// what is free; and the budget says so.
+#[test]
+fn a_discrete_gpus_budget_is_its_free_memory_less_a_margin() {
+    const GIB: u64 = 1 << 30;
+    let card = DeviceMemory { total: 24 * GIB, free: Some(22 * GIB) };
+    let budget = MemoryBudget::from_driver(card);
+    assert_eq!(budget.bytes, 22 * GIB - 24 * GIB / 16);
+    assert_eq!(
+        budget.to_string(),
+        "20.5 GiB from the driver (24.0 GiB device memory, 22.0 GiB free, less 1.50 GiB for the \
+         desktop and the viewer)"
+    );
+    let small = MemoryBudget::from_driver(DeviceMemory { total: 4 * GIB, free: None });
+    assert_eq!(small.bytes, 4 * GIB - (512 << 20));
+    let full = MemoryBudget::from_driver(DeviceMemory { total: 8 * GIB, free: Some(GIB / 4) });
+    assert_eq!(full.bytes, 0, "a full card leaves no budget rather than wrapping");
 }
 
 /// The 100k and 1M splat runs (SH 3) of the benchmark (`splatforge bench-memory`), in f32 and
