@@ -80,7 +80,12 @@ pub struct FrameCounts {
     /// Bits of the least and greatest visible depth (positive f32).
     depth_min: u32,
     depth_max: u32,
+    /// Times the intersections passed 2^32 (u32 counts and offsets cannot hold the frame).
+    wraps: u32,
 }
+
+/// [`FrameCounts`]' bytes: the frame totals' buffer and its read-back.
+const COUNTS_BYTES: u64 = size_of::<FrameCounts>() as u64;
 
 impl FrameCounts {
     /// Key bits the depth sort needs: those of (greatest − least depth bits).
@@ -363,7 +368,13 @@ impl Renderer {
             num_bands: 0,
             _pad: [0; 2],
         };
-        let reset = FrameCounts { visible: 0, intersections: 0, depth_min: u32::MAX, depth_max: 0 };
+        let reset = FrameCounts {
+            visible: 0,
+            intersections: 0,
+            depth_min: u32::MAX,
+            depth_max: 0,
+            wraps: 0,
+        };
         ctx.queue.write_buffer(&scratch.totals, 0, bytemuck::bytes_of(&reset));
         let raster = RasterUniform {
             image_size: [camera.width, camera.height],
@@ -651,7 +662,7 @@ impl Renderer {
             &scratch.scan_splats,
         )?;
         encoder.copy_buffer_to_buffer(&scratch.total, 0, &scratch.counts_readback, 0, 4);
-        encoder.copy_buffer_to_buffer(&scratch.totals, 4, &scratch.counts_readback, 4, 12);
+        encoder.copy_buffer_to_buffer(&scratch.totals, 4, &scratch.counts_readback, 4, 16);
         ctx.queue.submit([encoder.finish()]);
         Ok(())
     }
@@ -1320,8 +1331,14 @@ impl FrameScratch {
                 owner,
             )?,
             total: scratch_buffer(ctx, "scan total", 4, STORAGE, owner)?,
-            totals: scratch_buffer(ctx, "frame totals", 16, STORAGE, owner)?,
-            counts_readback: scratch_buffer(ctx, "frame counts readback", 16, readback, owner)?,
+            totals: scratch_buffer(ctx, "frame totals", COUNTS_BYTES, STORAGE, owner)?,
+            counts_readback: scratch_buffer(
+                ctx,
+                "frame counts readback",
+                COUNTS_BYTES,
+                readback,
+                owner,
+            )?,
             depths: scratch_buffer(ctx, "depths", 0, STORAGE, owner)?,
             tiles_touched: scratch_buffer(ctx, "tiles touched", 0, STORAGE, owner)?,
             depth_keys: scratch_buffer(ctx, "depth keys", 0, STORAGE, owner)?,
@@ -1391,8 +1408,19 @@ impl FrameScratch {
     /// The counts that [`Renderer::forward_begin`] found, once the GPU has them: the one
     /// wait of a forward pass. Awaiting does not block the thread (see
     /// [`GpuContext::read_mapped`]); dropping the future cancels the read.
+    /// A frame of more than 2^32 − 1 splat-tile pairs, which u32 counts and offsets cannot
+    /// index, is refused here, before anything is sized from the wrapped count.
     pub async fn counts(&self, ctx: &GpuContext) -> Result<FrameCounts, GpuError> {
-        ctx.read_mapped(&self.counts_readback, 16, bytemuck::pod_read_unaligned).await
+        let counts: FrameCounts = ctx
+            .read_mapped(&self.counts_readback, COUNTS_BYTES, bytemuck::pod_read_unaligned)
+            .await?;
+        if counts.wraps > 0 {
+            return Err(GpuError::TooMany {
+                label: "the frame's splat-tile intersections".into(),
+                count: (u64::from(counts.wraps) << 32) + u64::from(counts.intersections),
+            });
+        }
+        Ok(counts)
     }
 
     /// The last forward pass's image size, if any.

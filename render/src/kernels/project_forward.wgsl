@@ -11,8 +11,9 @@
 @group(0) @binding(9) var<storage, read_write> depths: array<u32>;          // [N]
 @group(0) @binding(10) var<storage, read_write> tiles_touched: array<u32>;  // [N]
 @group(0) @binding(11) var<storage, read_write> visible: array<u32>;        // [N] 0 or 1
-// [unused, intersections, least depth bits, greatest depth bits]; the caller resets it.
-@group(0) @binding(12) var<storage, read_write> totals: array<atomic<u32>, 4>;
+// [unused, intersections, least depth bits, greatest depth bits, times the intersections
+// passed 2^32]; the caller resets it.
+@group(0) @binding(12) var<storage, read_write> totals: array<atomic<u32>, 5>;
 
 const GROUP: u32 = 256u;
 
@@ -50,7 +51,13 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     if lid == 0u {
         let hits = atomicLoad(&group_hits);
         if hits > 0u {
-            atomicAdd(&totals[1], hits);
+            // The sum wraps past 2^32 splat-tile pairs (130k splats each covering a 4K
+            // frame): the old value says when, the wraps are counted (as many whatever the
+            // order), and the renderer refuses the frame (renderer.rs, `FrameScratch::counts`).
+            let old = atomicAdd(&totals[1], hits);
+            if old > 0xffffffffu - hits {
+                atomicAdd(&totals[4], 1u);
+            }
             atomicMin(&totals[2], atomicLoad(&group_min));
             atomicMax(&totals[3], atomicLoad(&group_max));
         }

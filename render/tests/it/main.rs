@@ -5,6 +5,7 @@ mod depth_bands;
 mod helpers;
 mod intersections;
 mod ledger_gpu;
+mod overflow;
 mod present_gpu;
 mod rasterize_gpu;
 mod reference;
