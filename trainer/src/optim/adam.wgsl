@@ -28,6 +28,16 @@ struct AdamUniform {
 // gradients of 4e-9, where v itself (down to 1e-17 and less) would not fit at all.
 const MOMENT_SCALE: f32 = 16384.0;
 
+// A gradient that is not finite (an overflow somewhere upstream) moves nothing: one bad
+// value must not turn the parameter and both moments into NaN for good. A finite one is
+// bounded by 1e18, whose square (1e36) the second moment holds: a larger one (1.8e19 and
+// up) would make it +inf, and the parameter would never move again.
+const GRAD_BOUND: f32 = 1e18;
+
+fn bounded(g: f32) -> f32 {
+    return clamp(finite_or_zero(g), -GRAD_BOUND, GRAD_BOUND);
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
         @builtin(num_workgroups) groups: vec3<u32>) {
@@ -35,9 +45,7 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     if i >= au.count {
         return;
     }
-    // A gradient that is not finite (an overflow somewhere upstream) moves nothing: one bad
-    // value must not turn the parameter and both moments into NaN for good.
-    let g = finite_or_zero(grads[i]);
+    let g = bounded(grads[i]);
     let m1 = au.beta1 * bitcast<f32>(m[i]) + (1.0 - au.beta1) * g;
     let v1 = au.beta2 * bitcast<f32>(v[i]) + (1.0 - au.beta2) * g * g;
     m[i] = bitcast<u32>(m1);
@@ -62,7 +70,7 @@ fn main_half(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_in
     for (var h = 0u; h < 2u; h++) {
         // The row's padding value (odd rows) stays zero.
         if first + h < au.row_values {
-            let g = finite_or_zero(grads[splat * au.row_values + first + h]);
+            let g = bounded(grads[splat * au.row_values + first + h]);
             let m1 = au.beta1 * m2[h] + (1.0 - au.beta1) * g;
             let v1 = au.beta2 * s2[h] * s2[h] + (1.0 - au.beta2) * g * g;
             let s1 = sqrt(v1);

@@ -187,6 +187,64 @@ fn words(ctx: &GpuContext, buffer: &wgpu::Buffer) -> Vec<u32> {
     bytemuck::pod_collect_to_vec(&bytes)
 }
 
+/// A gradient too large for its square in f32 (above 1.8e19), or not finite at all, leaves
+/// every moment and parameter finite, and the parameters go on moving at the next steps (a
+/// second moment of +inf would have frozen them for good).
+#[test]
+fn huge_gradients_leave_adam_finite_and_moving() {
+    let ctx = context();
+    let adam = Adam::new(&ctx);
+    for precision in [ShPrecision::F32, ShPrecision::F16] {
+        let params = scene(64, 1, 3);
+        let gpu = GpuSplats::upload_as(&ctx, &params, precision, Owner::Run(1)).unwrap();
+        let grads = SplatGradients::new(&ctx, &gpu, Owner::Run(1)).unwrap();
+        let state = AdamState::new(&ctx, &gpu, Owner::Run(1)).unwrap();
+        let buffers = [&grads.v_means, &grads.v_sh[0], &grads.v_sh[1]];
+        let mut before: Vec<Vec<u32>> = Vec::new();
+        for t in 1..=3_u32 {
+            // 1e30 and ±inf at the first step, an ordinary gradient after.
+            for buffer in buffers {
+                let n = buffer.size() as usize / 4;
+                let values: Vec<f32> = (0..n)
+                    .map(|i| match (t, i % 3) {
+                        (1, 0) => 1e30,
+                        (1, 1) => f32::INFINITY,
+                        (1, _) => -3e19,
+                        _ => 0.5,
+                    })
+                    .collect();
+                ctx.queue.write_buffer(buffer, 0, bytemuck::cast_slice(&values));
+            }
+            let mut encoder =
+                ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            adam.encode(&ctx, &mut encoder, &gpu, &grads, &state, t, 1, lr);
+            ctx.queue.submit([encoder.finish()]);
+            let now: Vec<Vec<u32>> =
+                [&*gpu.means, &*gpu.sh[0], &*gpu.sh[1]].map(|b| words(&ctx, b)).to_vec();
+            // In the moments' order (means, scales, rotations, opacities, SH bands 0–3),
+            // bands 1–3 are binary16 pairs in 16-bit SH.
+            for (k, moments) in state.moments().into_iter().enumerate() {
+                for word in words(&ctx, &moments.m).into_iter().chain(words(&ctx, &moments.v)) {
+                    let finite = if precision == ShPrecision::F16 && k >= 5 {
+                        halves(word).iter().all(|h| h.is_finite())
+                    } else {
+                        f32::from_bits(word).is_finite()
+                    };
+                    assert!(finite, "{precision:?} step {t}: a moment word {word:#x}");
+                }
+            }
+            if t == 3 {
+                for (buffer, (a, b)) in before.iter().zip(&now).enumerate() {
+                    let moved = a.iter().zip(b).filter(|(x, y)| x != y).count();
+                    assert!(moved > 0, "{precision:?}: buffer {buffer} froze");
+                }
+            }
+            before = now;
+        }
+    }
+    assert!(ctx.take_uncaptured_errors().is_empty());
+}
+
 /// SH bands stored in 16 bits: every new parameter and moment (m · 2^14, sqrt(v) · 2^14) is
 /// one of the two binary16 values around what Adam computes, in f64, from the stored state
 /// before the step; the rounding goes either way (stochastic, not nearest) without bias; the
