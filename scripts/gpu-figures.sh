@@ -1,21 +1,101 @@
 #!/usr/bin/env bash
-# The GPU figures of BENCHMARKS.md in one go: the self-test, a profiled training benchmark at
-# 1080p with 1M splats and the rasterizer benchmark at 1M splats 1080p, each written as JSON
-# (and its printout as text) into OUT.
+# The GPU figures of BENCHMARKS.md in one short, sure command: a preflight, the self-test, the
+# training benchmark and the rasterizer benchmark at 1M splats 1080p (profiled), and the
+# default 30,000-step run of a capture at full resolution with its evaluation, each under a
+# timeout, everything written under OUT as it goes. Sized for at most 8 minutes on an H100.
 #
-#   scripts/gpu-figures.sh build              a stripped release binary in dist/splatforge
-#   scripts/gpu-figures.sh run DATASET [OUT]  runs them with dist/splatforge (or $SPLATFORGE);
-#                                             OUT defaults to gpu-figures/
+#   scripts/gpu-figures.sh build                        a stripped release binary in dist/
+#   scripts/gpu-figures.sh run [--allow-cpu] [--tiny] DATASET [OUT]
 #
-# DATASET is a capture whose images are 1920 px or more on the long side (the shared
-# desk-penguin-opencv: 29 frames of 1920x1080). Meant for a real GPU: on software Vulkan the
-# two benchmarks take hours. Exits non-zero when the self-test fails (the benchmarks run
-# anyway, their figures are still wanted).
-set -euo pipefail
+# `run` uses dist/splatforge (or $SPLATFORGE); OUT defaults to gpu-figures/. DATASET is a
+# capture whose images are 1920 px or more on the long side (the shared desk-penguin-opencv).
+# The preflight writes what the machine says about its GPU (vulkaninfo --summary, nvidia-smi
+# -q, the adapter splatforge opens) and refuses a CPU adapter (software Vulkan: the benchmarks
+# would take hours) unless --allow-cpu. --tiny shrinks every step to seconds (a check of the
+# script itself). MEMORY_BUDGET=24GiB passes a budget where the driver cannot say one. Every
+# step runs whatever the one before did; status.txt lists each step's exit status, and the
+# script exits with the worst.
+set -uo pipefail
 cd "$(dirname "$0")/.."
+
+usage() {
+    sed -n '2,17p' "$0"
+    exit 2
+}
+
+run() {
+    local allow_cpu=0 tiny=0
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --allow-cpu) allow_cpu=1 ;;
+        --tiny) tiny=1 ;;
+        -*) usage ;;
+        *) break ;;
+        esac
+        shift
+    done
+    local dataset="${1:-}" out="${2:-gpu-figures}"
+    [ -n "$dataset" ] || usage
+    local bin="${SPLATFORGE:-dist/splatforge}"
+    [ -x "$bin" ] || { echo "no splatforge binary at $bin (scripts/gpu-figures.sh build)" >&2; exit 2; }
+    mkdir -p "$out"
+    # The sample scene and anything else the binary keeps go under OUT, not $HOME.
+    export XDG_DATA_HOME="$out/data"
+    local budget=()
+    [ -n "${MEMORY_BUDGET:-}" ] && budget=(--memory-budget "$MEMORY_BUDGET")
+    : >"$out/status.txt"
+    local worst=0
+
+    # step NAME SECONDS COMMAND...: runs one step under a timeout, its output in OUT/NAME.txt.
+    step() {
+        local name=$1 seconds=$2 status=0
+        shift 2
+        echo "== $name ($(date -u +%H:%M:%S), at most ${seconds} s)"
+        timeout "$seconds" "$@" >"$out/$name.txt" 2>&1 || status=$?
+        tail -n 3 "$out/$name.txt"
+        echo "$name $status" >>"$out/status.txt"
+        [ "$status" -gt "$worst" ] && worst=$status
+        return 0
+    }
+
+    command -v vulkaninfo >/dev/null && vulkaninfo --summary >"$out/vulkaninfo.txt" 2>&1
+    command -v nvidia-smi >/dev/null && nvidia-smi -q >"$out/nvidia-smi.txt" 2>&1
+    step adapter 30 "$bin" self-test --adapter-only --json "$out/adapter.json" "${budget[@]}"
+    local type
+    type=$(sed -n 's/.*"device_type": *"\([A-Za-z]*\)".*/\1/p' "$out/adapter.json" 2>/dev/null)
+    echo "adapter: $(sed -n 's/.*"name": *"\([^"]*\)".*/\1/p' "$out/adapter.json" 2>/dev/null), ${type:-unknown}"
+    if [ -z "$type" ]; then
+        echo "no GPU adapter could be opened: see $out/adapter.txt" >&2
+        exit 3
+    fi
+    if [ "$type" = Cpu ] && [ "$allow_cpu" = 0 ]; then
+        echo "refusing: the adapter is a CPU (software Vulkan), where the benchmarks take hours;" \
+            "install the GPU's Vulkan driver, or pass --allow-cpu" >&2
+        exit 3
+    fi
+
+    local render=(--splats 1000000 --sizes 1920x1080 --runs 5)
+    local train=(--steps 60 --window 20 --max-resolution 1920 --splats 1000000)
+    local default=(--max-resolution 1920)
+    if [ "$tiny" = 1 ]; then
+        render=(--splats 2000 --sizes 64x64 --runs 2)
+        train=(--steps 20 --window 10 --max-resolution 64 --splats 2000)
+        default=(--max-resolution 64 --steps 60)
+    fi
+    step self-test 90 "$bin" self-test --json "$out/self-test.json" "${budget[@]}"
+    step bench-train 90 "$bin" bench-train "$dataset" "${train[@]}" --profile \
+        --json "$out/bench-train.json"
+    step bench-render 60 "$bin" bench-render "${render[@]}" --profile \
+        --json "$out/bench-render.json"
+    step train 210 "$bin" train "$dataset" "${default[@]}" --eval-every 1000 \
+        --out "$out/train" "${budget[@]}"
+    cat "$out/status.txt"
+    exit "$worst"
+}
 
 case "${1:-}" in
 build)
+    set -e
     cargo build --release -p splatforge
     mkdir -p dist
     cp target/release/splatforge dist/splatforge
@@ -23,23 +103,8 @@ build)
     ls -l dist/splatforge
     ;;
 run)
-    dataset="${2:?usage: $0 run DATASET [OUT]}"
-    out="${3:-gpu-figures}"
-    bin="${SPLATFORGE:-dist/splatforge}"
-    mkdir -p "$out"
-    if command -v nvidia-smi >/dev/null; then
-        nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
-    fi
-    self_test=0
-    "$bin" self-test --json "$out/self-test.json" 2>&1 | tee "$out/self-test.txt" || self_test=$?
-    "$bin" bench-train "$dataset" --steps 60 --window 20 --max-resolution 1920 \
-        --splats 1000000 --profile --json "$out/bench-train.json" 2>&1 | tee "$out/bench-train.txt"
-    "$bin" bench-render --splats 1000000 --sizes 1920x1080 --runs 5 --profile \
-        --json "$out/bench-render.json" 2>&1 | tee "$out/bench-render.txt"
-    exit "$self_test"
+    shift
+    run "$@"
     ;;
-*)
-    sed -n '2,14p' "$0"
-    exit 2
-    ;;
+*) usage ;;
 esac
