@@ -74,6 +74,10 @@ run() {
         exit 3
     fi
 
+    # --tiny checks the script on any machine, busy or slow (CI runs it beside other tests):
+    # its steps are small but get five times the time.
+    local scale=1
+    [ "$tiny" = 1 ] && scale=5
     local render=(--splats 1000000 --sizes 1920x1080 --runs 5)
     local train=(--steps 60 --window 20 --max-resolution 1920 --splats 1000000)
     local default=(--max-resolution 1920)
@@ -82,12 +86,12 @@ run() {
         train=(--steps 20 --window 10 --max-resolution 64 --splats 2000)
         default=(--max-resolution 64 --steps 60)
     fi
-    step self-test 90 "$bin" self-test --json "$out/self-test.json" "${budget[@]}"
-    step bench-train 90 "$bin" bench-train "$dataset" "${train[@]}" --profile \
+    step self-test $((90 * scale)) "$bin" self-test --json "$out/self-test.json" "${budget[@]}"
+    step bench-train $((90 * scale)) "$bin" bench-train "$dataset" "${train[@]}" --profile \
         --json "$out/bench-train.json"
-    step bench-render 60 "$bin" bench-render "${render[@]}" --profile \
+    step bench-render $((60 * scale)) "$bin" bench-render "${render[@]}" --profile \
         --json "$out/bench-render.json"
-    step train 210 "$bin" train "$dataset" "${default[@]}" --eval-every 1000 \
+    step train $((210 * scale)) "$bin" train "$dataset" "${default[@]}" --eval-every 1000 \
         --out "$out/train" "${budget[@]}"
     cat "$out/status.txt"
     exit "$worst"
