@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use splat_formats::{Loaded, load_file};
 use splat_render::{GpuContext, HeadlessOptions, Owner, ShPrecision};
@@ -18,9 +17,8 @@ use splat_trainer::loss::LossWeights;
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
 use splat_trainer::train::{LearningRates, TrainConfig, Transparency};
 
-use crate::helpers::context;
+use crate::helpers::{context, until};
 
-const WAIT: Duration = Duration::from_secs(300);
 /// The device's buffer and storage binding limits here.
 const LIMIT: u64 = 1 << 20;
 
@@ -47,26 +45,6 @@ fn config(steps: u32, max_splats: u32) -> TrainConfig {
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
         transparency: Transparency::default(),
-    }
-}
-
-/// Events until `done` says stop; panics after `WAIT`.
-fn until(task: &TaskHandle, mut done: impl FnMut(&Event) -> bool) -> Vec<Event> {
-    let start = Instant::now();
-    let mut seen = Vec::new();
-    loop {
-        assert!(
-            start.elapsed() < WAIT,
-            "timed out; saw {:?}",
-            seen.iter().rev().take(5).collect::<Vec<_>>()
-        );
-        if let Some(event) = task.event_timeout(Duration::from_millis(100)) {
-            let stop = done(&event);
-            seen.push(event);
-            if stop {
-                return seen;
-            }
-        }
     }
 }
 

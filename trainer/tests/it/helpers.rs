@@ -1,12 +1,14 @@
 //! What the trainer tests share; what every crate's tests share is in `splat_test_support`.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use splat_render::{GpuContext, ShPrecision};
 use splat_test_support::dataset_path;
 use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
 use splat_trainer::densify::Strategy;
 use splat_trainer::loss::LossWeights;
+use splat_trainer::task::{Event, TaskHandle};
 use splat_trainer::train::{LearningRates, TrainConfig, Transparency};
 
 /// The adapter wgpu finds (lavapipe in CI and on the development machine).
@@ -37,5 +39,27 @@ pub fn test_config(steps: u32, strategy: Strategy) -> TrainConfig {
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
         transparency: Transparency::default(),
+    }
+}
+
+/// The trainer task's events until `done` says stop (that event included); fails the test
+/// after five minutes, naming the last events seen (a hang, not a slow machine).
+pub fn until(task: &TaskHandle, mut done: impl FnMut(&Event) -> bool) -> Vec<Event> {
+    const WAIT: Duration = Duration::from_secs(300);
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        assert!(
+            start.elapsed() < WAIT,
+            "timed out; saw {:?}",
+            seen.iter().rev().take(5).collect::<Vec<_>>()
+        );
+        if let Some(event) = task.event_timeout(Duration::from_millis(100)) {
+            let stop = done(&event);
+            seen.push(event);
+            if stop {
+                return seen;
+            }
+        }
     }
 }

@@ -2,8 +2,6 @@
 //! command sequences that must not panic, deadlock or leak.
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
-use std::time::{Duration, Instant};
-
 use splat_render::{LedgerSnapshot, Owner};
 use splat_test_support::{data, own_process, rss_bytes};
 use splat_trainer::dataset::LoadOptions;
@@ -11,9 +9,7 @@ use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
 use splat_trainer::train::TrainConfig;
 
-use crate::helpers::{context, test_config};
-
-const WAIT: Duration = Duration::from_secs(120);
+use crate::helpers::{context, test_config, until};
 
 fn config(steps: u32) -> TrainConfig {
     TrainConfig {
@@ -35,26 +31,6 @@ fn load_desk() -> Command {
     Command::LoadDataset {
         path: data("datasets/desk-statue-colmap"),
         options: LoadOptions { max_resolution: 40, ..LoadOptions::default() },
-    }
-}
-
-/// Events until `done` says stop; panics after `WAIT`.
-fn until(task: &TaskHandle, mut done: impl FnMut(&Event) -> bool) -> Vec<Event> {
-    let start = Instant::now();
-    let mut seen = Vec::new();
-    loop {
-        assert!(
-            start.elapsed() < WAIT,
-            "timed out; saw {:?}",
-            seen.iter().rev().take(5).collect::<Vec<_>>()
-        );
-        if let Some(event) = task.event_timeout(Duration::from_millis(100)) {
-            let stop = done(&event);
-            seen.push(event);
-            if stop {
-                return seen;
-            }
-        }
     }
 }
 

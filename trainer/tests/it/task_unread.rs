@@ -12,24 +12,9 @@ use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
 use splat_trainer::train::TrainConfig;
 
-use crate::helpers::{context, test_config};
+use crate::helpers::{context, test_config, until};
 
 const WAIT: Duration = Duration::from_secs(300);
-
-fn until(task: &TaskHandle, mut done: impl FnMut(&Event) -> bool) -> Vec<Event> {
-    let start = Instant::now();
-    let mut seen = Vec::new();
-    loop {
-        assert!(start.elapsed() < WAIT, "timed out");
-        if let Some(event) = task.event_timeout(Duration::from_millis(100)) {
-            let stop = done(&event);
-            seen.push(event);
-            if stop {
-                return seen;
-            }
-        }
-    }
-}
 
 /// Nobody reads the events for hundreds of steps: the progress and loss events that do not
 /// fit the channel are dropped, and nothing of them piles up on the GPU or in the task.
