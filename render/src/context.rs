@@ -2,6 +2,7 @@
 //! allocates GPU memory (so every byte is in the [`Ledger`]).
 
 use std::ops::Deref;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::ledger::{Allocation, Category, Ledger, LedgerEntry, Owner};
@@ -178,6 +179,29 @@ pub struct HeadlessOptions {
     /// memory on a real GPU, do not count). For tests of what a run does when memory runs
     /// out.
     pub memory_bytes: Option<u64>,
+    /// A GPU error to provoke in place of one piece of checked work (tests of what a run does
+    /// when wgpu or the driver refuses its work mid-step).
+    pub fault: Option<Fault>,
+}
+
+/// The `at`-th call (from 1) of [`GpuContext::checked`] labelled `label` does not run its work:
+/// it makes wgpu refuse something of the kind `kind` instead, inside the same error scopes, so
+/// the caller gets the error a real refusal at that point gives, and none of its work is done
+/// (as when a submit is refused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    pub label: &'static str,
+    pub at: u32,
+    pub kind: FaultKind,
+}
+
+/// Where the injected refusal happens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Creating a bind group that does not match its layout.
+    BindGroup,
+    /// Submitting work on a buffer destroyed after it was recorded.
+    Submit,
 }
 
 /// The device, its queue and the ledger. Cheap to clone (everything inside is shared).
@@ -191,6 +215,8 @@ pub struct GpuContext {
     lost: Arc<Mutex<Option<String>>>,
     /// `HeadlessOptions::memory_bytes`.
     memory_bytes: Option<u64>,
+    /// `HeadlessOptions::fault`, and how many calls with its label have run.
+    fault: Option<Arc<(Fault, AtomicU32)>>,
     poller: Arc<Poller>,
     profiler: Arc<Mutex<Option<Profiler>>>,
 }
@@ -245,6 +271,7 @@ impl GpuContext {
             .map_err(|e| GpuError::RequestDevice(e.to_string()))?;
         let mut ctx = Self::from_device(device, queue, info)?;
         ctx.memory_bytes = options.memory_bytes;
+        ctx.fault = options.fault.map(|fault| Arc::new((fault, AtomicU32::new(0))));
         Ok(ctx)
     }
 
@@ -284,6 +311,7 @@ impl GpuContext {
             uncaptured,
             lost,
             memory_bytes: None,
+            fault: None,
             poller: Arc::default(),
             profiler: Arc::default(),
         })
@@ -491,7 +519,13 @@ impl GpuContext {
         let internal = self.device.push_error_scope(wgpu::ErrorFilter::Internal);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let value = work();
+        let value = match self.fault_due(label) {
+            Some(kind) => {
+                self.provoke(kind);
+                None
+            }
+            None => Some(work()),
+        };
         let oom = pollster::block_on(oom.pop());
         let validation = pollster::block_on(validation.pop());
         let internal = pollster::block_on(internal.pop());
@@ -499,17 +533,83 @@ impl GpuContext {
             return Err(GpuError::OutOfMemory { label: label.into(), bytes });
         }
         if let Some(error) = validation {
-            return Err(GpuError::Validation { label: label.into(), message: error.to_string() });
+            return Err(GpuError::Validation { label: label.into(), message: describe(&error) });
         }
         if let Some(error) = internal {
             return Err(GpuError::Internal {
                 label: label.into(),
                 adapter: adapter_name(&self.adapter_info),
-                message: error.to_string(),
+                message: describe(&error),
             });
         }
-        Ok(value)
+        value.ok_or_else(|| GpuError::Validation {
+            label: label.into(),
+            message: "an injected fault raised no error".into(),
+        })
     }
+
+    /// The kind of [`HeadlessOptions::fault`] when this call labelled `label` is its `at`-th.
+    fn fault_due(&self, label: &str) -> Option<FaultKind> {
+        let (fault, calls) = self.fault.as_deref()?;
+        (fault.label == label && calls.fetch_add(1, Ordering::Relaxed) + 1 == fault.at)
+            .then_some(fault.kind)
+    }
+
+    /// Makes wgpu refuse something of `kind` (inside the caller's error scopes).
+    fn provoke(&self, kind: FaultKind) {
+        let label = Some("injected fault");
+        match kind {
+            FaultKind::BindGroup => {
+                // One entry for a layout of none.
+                let layout =
+                    self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                        label,
+                        entries: &[],
+                    });
+                let sampler = self.device.create_sampler(&wgpu::SamplerDescriptor::default());
+                let _ = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label,
+                    layout: &layout,
+                    entries: &[wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: wgpu::BindingResource::Sampler(&sampler),
+                    }],
+                });
+            }
+            FaultKind::Submit => {
+                let Ok(buffer) = self.create_buffer(
+                    "injected fault",
+                    4,
+                    wgpu::BufferUsages::COPY_DST,
+                    Category::Other,
+                    Owner::Shared,
+                ) else {
+                    return;
+                };
+                let mut encoder =
+                    self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label });
+                encoder.clear_buffer(&buffer, 0, None);
+                buffer.destroy();
+                self.queue.submit([encoder.finish()]);
+            }
+        }
+    }
+}
+
+/// A wgpu error on one line: its causes joined by ": " ("In `Device::create_bind_group`, label =
+/// 'x': Number of bindings … does not match …"), without the "Validation Error / Caused by:"
+/// frame and line breaks of its display.
+fn describe(error: &wgpu::Error) -> String {
+    let mut causes = Vec::new();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        causes.push(cause.to_string());
+        source = cause.source();
+    }
+    if causes.is_empty() {
+        causes.push(error.to_string());
+    }
+    causes.join(": ").split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Two sizes for a person, in bytes where their rounded forms would read the same

@@ -18,8 +18,8 @@ pub mod view_controller;
 
 pub use camera::Camera;
 pub use context::{
-    GpuBuffer, GpuContext, GpuError, GpuTexture, HeadlessOptions, KERNEL_NEEDS, KernelNeeds, Limit,
-    MEMORY_BUDGET_THRESHOLDS, adapter_name, device_descriptor, texture_bytes,
+    Fault, FaultKind, GpuBuffer, GpuContext, GpuError, GpuTexture, HeadlessOptions, KERNEL_NEEDS,
+    KernelNeeds, Limit, MEMORY_BUDGET_THRESHOLDS, adapter_name, device_descriptor, texture_bytes,
 };
 pub use device_memory::{DeviceMemory, device_memory};
 pub use gpu_splats::{GpuSplats, ShPrecision, SplatGradients};

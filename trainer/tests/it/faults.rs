@@ -3,13 +3,14 @@
 //! run's ledger owner back at zero, the last good step's splats kept and exported, and the
 //! next run working. On a device whose bindings are capped at 1 MiB the same run is capped
 //! at start by the limit that binds, named, and finishes. On a device lost mid-run the
-//! message says so and names the checkpoint that stays.
+//! message says so and names the checkpoint that stays. Where wgpu itself refuses a step's
+//! work (a bind group, a submit) the run ends the same way, and the next run works.
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
 use std::path::PathBuf;
 
 use splat_formats::{Loaded, load_file};
-use splat_render::{GpuContext, HeadlessOptions, Owner, ShPrecision};
+use splat_render::{Fault, FaultKind, GpuContext, HeadlessOptions, Owner, ShPrecision};
 use splat_test_support::data;
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
@@ -123,6 +124,47 @@ fn a_run_that_runs_out_of_memory_stops_keeps_its_splats_and_the_next_run_works()
     assert!(ctx.take_uncaptured_errors().is_empty());
     task.send(Command::Shutdown).unwrap();
     let _ = std::fs::remove_file(&init);
+}
+
+#[test]
+fn a_refused_bind_group_or_submit_mid_step_ends_one_run_and_the_next_works() {
+    // A real refusal by wgpu in place of the 20th step's work (not the ledger's simulated
+    // out-of-memory): a bind group that does not match its layout, then a submit of work on a
+    // destroyed buffer.
+    for (kind, says) in [(FaultKind::BindGroup, "bind group"), (FaultKind::Submit, "destroyed")] {
+        let fault = Fault { label: "training step", at: 20, kind };
+        let options = HeadlessOptions { fault: Some(fault), ..HeadlessOptions::default() };
+        let ctx = pollster::block_on(GpuContext::new_headless_with(&options)).unwrap();
+        let task = TaskHandle::spawn(ctx.clone()).unwrap();
+        task.send(Command::LoadDataset {
+            path: data("datasets/desk-statue-colmap"),
+            options: LoadOptions { max_resolution: 32, ..LoadOptions::default() },
+        })
+        .unwrap();
+        until(&task, |e| *e == Event::State(TaskState::Ready));
+        task.send(Command::Start { config: config(60, 5_000) }).unwrap();
+        let events = until(&task, ends);
+        let Some(Event::RunFailed { run, step, message, kept }) = events.last().cloned() else {
+            panic!("{kind:?}: the run did not fail: {:?}", events.last());
+        };
+        eprintln!("{message}");
+        assert_eq!((step, kept), (19, Some(19)), "{kind:?}: the last good step is kept");
+        let head =
+            format!("run {run} stopped at step 19: a training step failed: 'training step': ");
+        assert!(message.starts_with(&head), "{message}");
+        assert!(!message.contains('\n'), "one line: {message}");
+        assert!(message.contains(says), "says what wgpu refused: {message}");
+        assert!(message.contains("splats of step 19 are kept"), "{message}");
+        assert!(!events.iter().any(|e| matches!(e, Event::Error(_))), "said once: {events:?}");
+        until(&task, |e| *e == Event::State(TaskState::Ready));
+        assert_eq!(ctx.ledger().owner_bytes(Owner::Run(run)), 0, "{kind:?}: the run is gone");
+
+        task.send(Command::Start { config: config(30, 5_000) }).unwrap();
+        let events = until(&task, ends);
+        assert!(matches!(events.last(), Some(Event::Finished { step: 30 })), "{:?}", events.last());
+        assert!(ctx.take_uncaptured_errors().is_empty());
+        task.send(Command::Shutdown).unwrap();
+    }
 }
 
 #[test]
