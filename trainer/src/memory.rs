@@ -553,7 +553,7 @@ pub enum BudgetSource {
     /// A CPU adapter or an integrated GPU, which allocate from host memory: a share of what
     /// the host has available.
     Host { available: u64 },
-    /// The driver does not say (DX12, Metal and GL for now): a guess.
+    /// The driver does not say (GL): a guess.
     Assumed,
     /// Given by the user (`--memory-budget`, the window's setting).
     Given,
@@ -604,10 +604,12 @@ impl std::fmt::Display for MemoryBudget {
 
 /// The default memory budget for training on `ctx`'s device.
 ///
-/// - **Discrete GPUs**: what the driver says ([`device_memory`]): the device-local memory
-///   free now where it says (Vulkan's `VK_EXT_memory_budget`, which counts other programs'
-///   use), else all of it, less a margin of 1/16 of it (at least 512 MiB) for what the
-///   desktop and other programs take later and the viewer's textures.
+/// - **Discrete GPUs**, and integrated ones where the host does not say (Windows, macOS): what
+///   the driver says ([`device_memory`]): the device-local memory free now where it says
+///   (Vulkan's `VK_EXT_memory_budget`, which counts other programs' use; DXGI's budget for the
+///   process; Metal's recommended working set less what the process holds), else all of it,
+///   less a margin of 1/16 of it (at least 512 MiB) for what the desktop and other programs
+///   take later and the viewer's textures.
 /// - **CPU adapters** (lavapipe, llvmpipe, WARP) and **integrated GPUs** allocate device
 ///   memory from host memory, and their drivers report host memory as device-local, which
 ///   the process also needs: the budget is a share of the host's available memory
@@ -615,8 +617,7 @@ impl std::fmt::Display for MemoryBudget {
 ///   own host memory: decoded images, readbacks and the checkpoint copies of the splats, a
 ///   third of a run's GPU bytes at most, and for the allocator's block rounding); 1/2 on an
 ///   integrated GPU, whose drivers commonly let the GPU have about half of the system memory.
-/// - **Where neither says** (DX12 and Metal until their queries are written, GL; CPU
-///   adapters without /proc/meminfo): twice the adapter's `max_buffer_size`, clamped to
+/// - **Where neither says** (GL; CPU adapters without /proc/meminfo): twice the adapter's `max_buffer_size`, clamped to
 ///   1–4 GiB (about the smallest VRAM of a current discrete GPU), and the budget says it was
 ///   assumed.
 #[must_use]
