@@ -264,7 +264,7 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
     use splat_trainer::dataset::{LoadOptions, load_dataset};
     use splat_trainer::densify::{DefaultConfig, Strategy};
     use splat_trainer::init::splats_from_points;
-    use splat_trainer::train::{LearningRates, TrainConfig, Trainer};
+    use splat_trainer::train::{LearningRates, Progressive, TrainConfig, Trainer};
 
     let data = load_dataset(
         &args.dataset,
@@ -291,6 +291,7 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         learning_rates: LearningRates::default(),
         loss_weights: splat_trainer::loss::LossWeights::default(),
         transparency: splat_trainer::train::Transparency::default(),
+        progressive: Progressive::OFF,
     };
     let mut trainer = Trainer::new(&ctx, std::sync::Arc::new(data), &init, config, Owner::Run(1))?;
     println!(

@@ -17,7 +17,8 @@ use splat_trainer::loss::LossWeights;
 use splat_trainer::render::{GpuContext, ShPrecision};
 use splat_trainer::task::{Command, EXPORT_EXTENSIONS, Event, TaskHandle, write_atomically};
 use splat_trainer::train::{
-    DEFAULT_ALPHA_LOSS_WEIGHT, EvalStats, LearningRates, StepMetrics, TrainConfig, Transparency,
+    DEFAULT_ALPHA_LOSS_WEIGHT, EvalStats, LearningRates, Progressive, StepMetrics, TrainConfig,
+    Transparency,
 };
 use splatforge::human_bytes;
 
@@ -43,6 +44,18 @@ pub struct TrainArgs {
     pub alpha_as_mask: bool,
     /// `None`: the default, or the checkpoint's when resuming.
     pub transparency: Option<Transparency>,
+    /// Coarse-to-fine ([`Progressive::for_steps`]); `None`: off, or the checkpoint's when
+    /// resuming.
+    pub progressive: Option<bool>,
+}
+
+/// `--progressive`: `on` or `off`.
+pub fn parse_on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("'{text}': on or off")),
+    }
 }
 
 /// `--transparency`: `random-background`, `alpha-loss`, `alpha-loss=WEIGHT` or `composite`.
@@ -81,6 +94,9 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     };
     if args.resume.is_some() && args.transparency.is_some() {
         bail!("--transparency: the checkpoint continues as it trained (leave the option out)");
+    }
+    if args.resume.is_some() && args.progressive.is_some() {
+        bail!("--progressive: the checkpoint continues as it trained (leave the option out)");
     }
     let (dataset, options) = match (&args.dataset, &args.resume) {
         (dataset, Some(checkpoint)) => {
@@ -129,6 +145,11 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             learning_rates: LearningRates::default(),
             loss_weights: LossWeights::default(),
             transparency: args.transparency.unwrap_or_default(),
+            progressive: if args.progressive.unwrap_or(false) {
+                Progressive::for_steps(args.steps)
+            } else {
+                Progressive::OFF
+            },
         };
         task.send(Command::Start { config })?;
     }
@@ -323,7 +344,13 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                 });
                 progress.update(
                     stats.step,
-                    &format!("{loss}{} splats | GPU {}", stats.splats, human_bytes(gpu)),
+                    &format!(
+                        "{loss}{} splats | {}×{} px | GPU {}",
+                        stats.splats,
+                        stats.image_size[0],
+                        stats.image_size[1],
+                        human_bytes(gpu)
+                    ),
                 );
             }
             // A step's loss comes back a step or so after the step.

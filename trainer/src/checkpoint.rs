@@ -78,7 +78,9 @@ use splat_render::ShPrecision;
 use crate::dataset::{Dataset, LoadOptions};
 use crate::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
 use crate::loss::LossWeights;
-use crate::train::{HostOptimizerState, LearningRates, RunSnapshot, TrainConfig, Transparency};
+use crate::train::{
+    HostOptimizerState, LearningRates, Progressive, RunSnapshot, TrainConfig, Transparency,
+};
 
 /// The first eight bytes of every checkpoint.
 pub const MAGIC: [u8; 8] = *b"SPLATCKP";
@@ -1047,6 +1049,10 @@ struct ConfigDoc {
     loss_weights: LossWeightsDoc,
     #[serde(default)]
     transparency: TransparencyDoc,
+    /// [`Progressive`]'s `half_from` and `full_from`. Absent in files written before
+    /// progressive resolution: every step at full size.
+    #[serde(default)]
+    progressive: [u32; 2],
 }
 
 impl From<&TrainConfig> for ConfigDoc {
@@ -1064,6 +1070,7 @@ impl From<&TrainConfig> for ConfigDoc {
             learning_rates,
             loss_weights,
             transparency,
+            progressive,
         } = config;
         Self {
             steps: *steps,
@@ -1078,6 +1085,7 @@ impl From<&TrainConfig> for ConfigDoc {
             learning_rates: learning_rates.into(),
             loss_weights: loss_weights.into(),
             transparency: transparency.into(),
+            progressive: [progressive.half_from, progressive.full_from],
         }
     }
 }
@@ -1097,6 +1105,7 @@ impl From<ConfigDoc> for TrainConfig {
             learning_rates,
             loss_weights,
             transparency,
+            progressive: [half_from, full_from],
         } = doc;
         Self {
             steps,
@@ -1111,6 +1120,7 @@ impl From<ConfigDoc> for TrainConfig {
             learning_rates: learning_rates.into(),
             loss_weights: loss_weights.into(),
             transparency: transparency.into(),
+            progressive: Progressive { half_from, full_from },
         }
     }
 }
@@ -1548,7 +1558,8 @@ mod tests {
 
     /// A checkpoint written before `transparency` was stored trained on the composited
     /// images: it reads back as `Composite`, whatever today's default is; one written before
-    /// `sh_precision` was stored trained in f32.
+    /// `sh_precision` was stored trained in f32; one written before progressive resolution
+    /// trained every step at full size.
     #[test]
     fn configs_without_transparency_read_as_composite() {
         let config = TrainConfig {
@@ -1564,6 +1575,7 @@ mod tests {
             learning_rates: LearningRates::default(),
             loss_weights: crate::loss::LossWeights::default(),
             transparency: Transparency::RandomBackground,
+            progressive: Progressive::for_steps(10),
         };
         let mut json = serde_json::to_value(ConfigDoc::from(&config)).expect("serialise");
         let written: ConfigDoc = serde_json::from_value(json.clone()).expect("read back");
@@ -1571,8 +1583,10 @@ mod tests {
         let fields = json.as_object_mut().expect("an object");
         fields.remove("transparency");
         fields.remove("sh_precision");
+        fields.remove("progressive");
         let old = TrainConfig::from(serde_json::from_value::<ConfigDoc>(json).expect("older"));
         assert_eq!(old.transparency, Transparency::Composite);
         assert_eq!(old.sh_precision, ShPrecision::F32);
+        assert_eq!(old.progressive, Progressive::OFF);
     }
 }

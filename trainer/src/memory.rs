@@ -74,7 +74,9 @@ use crate::dataset::Dataset;
 use crate::densify::{DefaultConfig, McmcConfig, Strategy};
 use crate::init::splats_from_points;
 use crate::loss::LossWeights;
-use crate::train::{ImagePlacement, LearningRates, TrainConfig, Trainer, Transparency};
+use crate::train::{
+    ImagePlacement, LearningRates, Progressive, TrainConfig, Trainer, Transparency,
+};
 
 /// Tile intersections per splat that [`RunShape::new`] assumes: the most seen in any view of
 /// a real training run (desk-statue-colmap at 128×84 pixels, from its 1,443 COLMAP points,
@@ -776,6 +778,7 @@ impl MeasuredRun {
             learning_rates: LearningRates::default(),
             loss_weights: LossWeights::default(),
             transparency: Transparency::default(),
+            progressive: Progressive::OFF,
         }
     }
 

@@ -40,7 +40,8 @@ use crate::loss::LossWeights;
 use crate::memory::{MemoryBudget, MemoryModel, RunShape};
 use crate::sample_scene;
 use crate::train::{
-    ImagePlacement, LearningRates, RunSnapshot, TrainConfig, TrainKernels, Trainer, Transparency,
+    ImagePlacement, LearningRates, Progressive, RunSnapshot, TrainConfig, TrainKernels, Trainer,
+    Transparency,
 };
 
 /// Error of one image channel against the reference beyond which it counts as an outlier.
@@ -523,6 +524,7 @@ fn check_training(
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
         transparency: Transparency::default(),
+        progressive: Progressive::OFF,
     };
     let profiled = profile && ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY);
     let kernels = Arc::new(TrainKernels::new(ctx)?);

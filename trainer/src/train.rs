@@ -129,6 +129,71 @@ pub struct TrainConfig {
     pub loss_weights: LossWeights,
     /// How transparent images are supervised.
     pub transparency: Transparency,
+    /// Coarse-to-fine: the steps on smaller images at the start of the run.
+    pub progressive: Progressive,
+}
+
+/// Coarse-to-fine training: the steps before `half_from` train on images shrunk four times
+/// (each pixel the mean of 4 × 4), those before `full_from` on images shrunk twice, the rest at
+/// full size. Evaluation is always at full size. A step on a sixteenth of the pixels costs a
+/// fraction of one at full size, and the first steps only fit the coarse picture anyway
+/// (splatfacto's and msplat's default, `DashGaussian`'s idea). Measured here it saved 5-9% of
+/// a 2,000-step run and cost 0.17-0.31 dB (BENCHMARKS.md, "Progressive resolution"): off by
+/// default. Fixed step numbers, kept in the run's settings and checkpoints: a resumed run is
+/// in the stage it left, whatever its planned steps become.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progressive {
+    pub half_from: u32,
+    pub full_from: u32,
+}
+
+impl Progressive {
+    /// Every step at full size.
+    pub const OFF: Self = Self { half_from: 0, full_from: 0 };
+
+    /// The stages for a run of `steps` (`--progressive on`): its first tenth at a quarter of
+    /// the size, its second tenth at half, as splatfacto's 3,000 steps a level of 30,000.
+    #[must_use]
+    pub fn for_steps(steps: u32) -> Self {
+        Self { half_from: steps / 10, full_from: steps / 5 }
+    }
+
+    /// By how much the images are shrunk at 0-based step `step`: 4, 2 or 1.
+    #[must_use]
+    pub fn divisor(&self, step: u32) -> u32 {
+        if step < self.half_from {
+            4
+        } else if step < self.full_from {
+            2
+        } else {
+            1
+        }
+    }
+
+    #[must_use]
+    pub fn is_off(&self) -> bool {
+        self.full_from == 0
+    }
+}
+
+/// `camera` for its image shrunk `divisor` times (each pixel the mean of divisor × divisor):
+/// the size rounded down (the last columns and rows that do not fill a block are left out),
+/// the intrinsics divided (pixel centres at +0.5 stay centred on their blocks).
+#[must_use]
+pub fn shrunk_camera(camera: Camera, divisor: u32) -> Camera {
+    if divisor <= 1 {
+        return camera;
+    }
+    let d = divisor as f32;
+    Camera {
+        width: (camera.width / divisor).max(1),
+        height: (camera.height / divisor).max(1),
+        fx: camera.fx / d,
+        fy: camera.fy / d,
+        cx: camera.cx / d,
+        cy: camera.cy / d,
+        ..camera
+    }
 }
 
 /// What one step did.
@@ -140,6 +205,9 @@ pub struct StepStats {
     /// Splat-tile pairs the step rasterized: what its GPU work grows with.
     pub intersections: u32,
     pub refine: Option<RefineStats>,
+    /// The size of the step's image (smaller than the view's in a coarse stage,
+    /// [`Progressive`]).
+    pub image_size: [u32; 2],
 }
 
 /// The loss of one step, read back after the step (see [`Trainer::next_metrics`]).
@@ -219,6 +287,48 @@ struct StepScratch {
     metrics: MetricsRing,
     v_image: GpuBuffer,
     targets: Targets,
+    /// The shrunk images of a coarse stage ([`Progressive`]): two streamed slots (this step's
+    /// and the next one's), sized for the largest image shrunk twice; dropped when the run
+    /// reaches full size.
+    coarse: Option<CoarseTargets>,
+}
+
+/// [`StepScratch::coarse`]: the two slots, and the host buffers the images are shrunk and
+/// packed in (reused: no allocation per step).
+struct CoarseTargets {
+    slots: [GpuBuffer; 2],
+    pack: Vec<u32>,
+    sums: Vec<u32>,
+}
+
+impl CoarseTargets {
+    fn new(ctx: &GpuContext, dataset: &Dataset, owner: Owner) -> Result<Self, GpuError> {
+        let (width, height) = dataset.largest_image();
+        let pixels = u64::from(width / 2) * u64::from(height / 2);
+        let words = target_words(pixels, dataset.has_transparency());
+        let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+        let slot = |i: usize| {
+            ctx.create_buffer(
+                &format!("coarse target image {i}"),
+                words * 4,
+                storage,
+                Category::DatasetImages,
+                owner,
+            )
+        };
+        Ok(Self {
+            slots: [slot(0)?, slot(1)?],
+            pack: Vec::with_capacity(words as usize),
+            sums: Vec::with_capacity(3 * pixels as usize),
+        })
+    }
+
+    /// Uploads `view`'s image shrunk `divisor` times into `slot` (it lands with the next
+    /// submit).
+    fn prepare(&mut self, ctx: &GpuContext, view: &View, divisor: u32, slot: usize) {
+        pack_shrunk_rgba8(view, divisor, &mut self.pack, &mut self.sums);
+        ctx.queue.write_buffer(&self.slots[slot], 0, bytemuck::cast_slice(&self.pack));
+    }
 }
 
 /// The ground-truth images on the GPU.
@@ -363,7 +473,43 @@ impl StepScratch {
                 owner,
             )?,
             targets: Targets::new(ctx, dataset, placement, owner)?,
+            coarse: None,
         })
+    }
+
+    /// Makes train view `view`'s image for 0-based step `step` available: shrunk into a
+    /// coarse slot in a coarse stage (allocating the slots on the stage's first step, or a
+    /// resumed run's), else as [`Targets::prepare`] does, dropping the coarse slots once the
+    /// run is past them.
+    fn prepare_train(
+        &mut self,
+        ctx: &GpuContext,
+        dataset: &Dataset,
+        (view, step): (usize, u32),
+        divisor: u32,
+        owner: Owner,
+    ) -> Result<(), GpuError> {
+        let slot = (step % 2) as usize;
+        if divisor > 1 {
+            let coarse = match &mut self.coarse {
+                Some(coarse) => coarse,
+                None => self.coarse.insert(CoarseTargets::new(ctx, dataset, owner)?),
+            };
+            coarse.prepare(ctx, &dataset.train[view], divisor, slot);
+        } else {
+            self.coarse = None;
+            self.targets.prepare(ctx, &dataset.train[view], TargetRef::Train(view, slot));
+        }
+        Ok(())
+    }
+
+    /// The image of train view `view` at 0-based step `step`, prepared.
+    fn train_target(&self, view: usize, step: u32) -> &GpuBuffer {
+        let slot = (step % 2) as usize;
+        match &self.coarse {
+            Some(coarse) => &coarse.slots[slot],
+            None => self.targets.get(TargetRef::Train(view, slot)),
+        }
     }
 }
 
@@ -469,6 +615,61 @@ fn pack_rgba8(view: &View, out: &mut Vec<u32>) {
             word[..bytes.len()].copy_from_slice(bytes);
             u32::from_le_bytes(word)
         }));
+    }
+}
+
+/// [`pack_rgba8`] of `view`'s image shrunk `divisor` times: each colour, mask weight and alpha
+/// the rounded mean of its divisor × divisor block; the last columns and rows that do not fill
+/// a block are left out, as in [`shrunk_camera`]. `sums` is scratch.
+fn pack_shrunk_rgba8(view: &View, divisor: u32, out: &mut Vec<u32>, sums: &mut Vec<u32>) {
+    let size = (view.image.width() / divisor, view.image.height() / divisor);
+    let width = view.image.width();
+    let n = divisor * divisor;
+    let mean = |sum: u32| ((sum + n / 2) / n) as u8;
+    out.clear();
+    block_sums(view.image.as_raw(), width, 3, divisor, size, sums);
+    out.extend(
+        sums.chunks_exact(3).map(|c| u32::from_le_bytes([mean(c[0]), mean(c[1]), mean(c[2]), 255])),
+    );
+    if let Some(mask) = &view.mask {
+        block_sums(mask.as_raw(), width, 1, divisor, size, sums);
+        for (word, &sum) in out.iter_mut().zip(sums.iter()) {
+            *word = (*word & 0x00ff_ffff) | (u32::from(mean(sum)) << 24);
+        }
+    }
+    if let Some(alpha) = &view.alpha {
+        block_sums(alpha.as_raw(), width, 1, divisor, size, sums);
+        out.extend(sums.chunks(4).map(|c| {
+            let mut word = [0; 4];
+            for (byte, &sum) in word.iter_mut().zip(c) {
+                *byte = mean(sum);
+            }
+            u32::from_le_bytes(word)
+        }));
+    }
+}
+
+/// The sum of each `divisor` × `divisor` block of an image `width` pixels wide of `channels`
+/// bytes a pixel, for an image of `size` blocks, into `sums` (row-major, `channels` a block).
+fn block_sums(
+    raw: &[u8],
+    width: u32,
+    channels: usize,
+    divisor: u32,
+    size: (u32, u32),
+    sums: &mut Vec<u32>,
+) {
+    let (d, width, out_width) = (divisor as usize, width as usize, size.0 as usize);
+    sums.clear();
+    sums.resize(out_width * size.1 as usize * channels, 0);
+    for y in 0..size.1 as usize * d {
+        let row = &raw[y * width * channels..][..out_width * d * channels];
+        let out = &mut sums[(y / d) * out_width * channels..][..out_width * channels];
+        for (x, pixel) in row.chunks_exact(channels).enumerate() {
+            for (sum, &byte) in out[(x / d) * channels..].iter_mut().zip(pixel) {
+                *sum += u32::from(byte);
+            }
+        }
     }
 }
 
@@ -778,11 +979,14 @@ impl Trainer {
                     });
                 let (state, mut scratch) = restored?;
                 let view = self.current_view();
-                scratch.targets.prepare(
+                let divisor = self.config.progressive.divisor(self.step);
+                scratch.prepare_train(
                     &self.ctx,
-                    &self.dataset.train[view],
-                    TargetRef::Train(view, (self.step % 2) as usize),
-                );
+                    &self.dataset,
+                    (view, self.step),
+                    divisor,
+                    self.owner,
+                )?;
                 self.run = Some(Run::Active(state, scratch));
                 Ok(())
             }
@@ -791,6 +995,11 @@ impl Trainer {
                 Ok(())
             }
         }
+    }
+
+    /// Train view `view`'s camera at 0-based step `step`: shrunk in a coarse stage.
+    fn train_camera(&self, view: usize, step: u32) -> Camera {
+        shrunk_camera(self.dataset.train[view].camera, self.config.progressive.divisor(step))
     }
 
     /// The train view of the current step.
@@ -812,7 +1021,7 @@ impl Trainer {
     pub fn begin_step(&mut self) -> Result<(), GpuError> {
         let ctx = self.ctx.clone();
         let view = self.current_view();
-        let camera: Camera = self.dataset.train[view].camera;
+        let camera = self.train_camera(view, self.step);
         let settings =
             RenderSettings { background: self.training_background(self.step), ..self.settings() };
         let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
@@ -864,7 +1073,7 @@ impl Trainer {
             });
         };
         let step_number = self.step + 1;
-        let camera = self.dataset.train[view].camera;
+        let camera = self.train_camera(view, self.step);
         let (rates, extent, step0) = (self.config.learning_rates, self.extent, self.step);
         // A run capped below its peak by `max_splats` is at its budget too.
         let peak_splats = self.peak_splats.min(self.config.max_splats);
@@ -890,7 +1099,7 @@ impl Trainer {
                 &mut scratch.frame,
                 counts,
             )?;
-            let target = scratch.targets.get(TargetRef::Train(view, (step0 % 2) as usize));
+            let target = scratch.train_target(view, step0);
             let images = LossImages {
                 rendered: &scratch.frame.image,
                 target,
@@ -944,11 +1153,8 @@ impl Trainer {
             return Err(torn_down());
         };
         collect_metrics(&mut scratch.metrics, &mut self.metrics);
-        scratch.targets.prepare(
-            &ctx,
-            &self.dataset.train[next],
-            TargetRef::Train(next, (step_number % 2) as usize),
-        );
+        let divisor = self.config.progressive.divisor(step_number);
+        scratch.prepare_train(&ctx, &self.dataset, (next, step_number), divisor, self.owner)?;
 
         let seed = self.config.seed ^ u64::from(step_number).wrapping_mul(0x2545_f491_4f6c_dd1d);
         if self.config.strategy.refines_at(step_number) {
@@ -1010,7 +1216,13 @@ impl Trainer {
         self.peak_splats = self.peak_splats.max(splats);
         self.run = Some(Run::Active(state, scratch));
         self.step = step_number;
-        Ok(StepStats { step: step_number, splats, intersections: counts.intersections, refine })
+        Ok(StepStats {
+            step: step_number,
+            splats,
+            intersections: counts.intersections,
+            refine,
+            image_size: [camera.width, camera.height],
+        })
     }
 
     /// The oldest step loss read back and not yet taken. A step's loss arrives a step or so
@@ -1216,4 +1428,106 @@ fn paused() -> GpuError {
 
 fn torn_down() -> GpuError {
     GpuError::Validation { label: "train".into(), message: "the run has been torn down".into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A view of `width` × `height` with every byte of its image, mask and alpha drawn from
+    /// `seed`.
+    fn random_view(width: u32, height: u32, seed: u64) -> View {
+        let mut rng = SplitMix64::new(seed);
+        let mut byte = || (rng.next_u64() >> 56) as u8;
+        let image =
+            image::RgbImage::from_fn(width, height, |_, _| image::Rgb([byte(), byte(), byte()]));
+        let mask = image::GrayImage::from_fn(width, height, |_, _| image::Luma([byte()]));
+        let alpha = image::GrayImage::from_fn(width, height, |_, _| image::Luma([byte()]));
+        let camera = Camera {
+            width,
+            height,
+            fx: 50.0,
+            fy: 50.0,
+            cx: width as f32 / 2.0,
+            cy: height as f32 / 2.0,
+            world_from_camera: glam::Mat4::IDENTITY,
+        };
+        View {
+            index: 0,
+            name: "random".into(),
+            camera,
+            image,
+            mask: Some(mask),
+            alpha: Some(alpha),
+        }
+    }
+
+    /// The reference: each shrunk pixel's channels, one at a time, the rounded mean of its
+    /// block, read pixel by pixel.
+    fn shrunk_reference(view: &View, d: u32) -> Vec<u32> {
+        let (w, h) = (view.image.width() / d, view.image.height() / d);
+        let mean = |get: &dyn Fn(u32, u32) -> u8, x: u32, y: u32| {
+            let sum: u32 = (0..d * d).map(|k| u32::from(get(x * d + k % d, y * d + k / d))).sum();
+            ((sum + d * d / 2) / (d * d)) as u8
+        };
+        let mask = view.mask.as_ref().unwrap();
+        let alpha = view.alpha.as_ref().unwrap();
+        let mut words = Vec::new();
+        let mut alphas = Vec::new();
+        for y in 0..h {
+            for x in 0..w {
+                let c = |i: usize| mean(&|px, py| view.image.get_pixel(px, py).0[i], x, y);
+                let weight = mean(&|px, py| mask.get_pixel(px, py).0[0], x, y);
+                words.push(u32::from_le_bytes([c(0), c(1), c(2), weight]));
+                alphas.push(mean(&|px, py| alpha.get_pixel(px, py).0[0], x, y));
+            }
+        }
+        words.extend(alphas.chunks(4).map(|c| {
+            let mut word = [0; 4];
+            word[..c.len()].copy_from_slice(c);
+            u32::from_le_bytes(word)
+        }));
+        words
+    }
+
+    #[test]
+    fn shrunk_images_are_the_means_of_their_blocks() {
+        // Sizes that divide and that leave columns and rows out; a pixel count that leaves
+        // the last alpha word part-filled.
+        for (width, height, d) in [(16, 8, 2), (17, 9, 2), (23, 13, 4), (9, 7, 4)] {
+            let view = random_view(width, height, u64::from(width * 31 + d));
+            let (mut out, mut sums) = (Vec::new(), Vec::new());
+            pack_shrunk_rgba8(&view, d, &mut out, &mut sums);
+            assert_eq!(out, shrunk_reference(&view, d), "{width}×{height} / {d}");
+            let pixels = u64::from(width / d) * u64::from(height / d);
+            assert_eq!(out.len() as u64, target_words(pixels, true));
+        }
+    }
+
+    #[test]
+    fn a_shrunk_camera_sees_the_same_point_at_the_centre_of_its_block() {
+        let camera = random_view(1601, 899, 1).camera;
+        let camera = Camera { fx: 1200.0, fy: 1100.0, cx: 801.3, cy: 447.9, ..camera };
+        let shrunk = shrunk_camera(camera, 4);
+        assert_eq!((shrunk.width, shrunk.height), (400, 224));
+        // A point on the ray through full-size pixel centre (u, v): at shrunk pixel
+        // ((u + 0.5) / 4 − 0.5) … i.e. continuous coordinates divide by 4.
+        let (x, y) = (0.3_f32, -0.2_f32);
+        let u = camera.fx * x + camera.cx;
+        let v = camera.fy * y + camera.cy;
+        assert!((shrunk.fx * x + shrunk.cx - u / 4.0).abs() < 1e-4);
+        assert!((shrunk.fy * y + shrunk.cy - v / 4.0).abs() < 1e-4);
+        assert_eq!(shrunk_camera(camera, 1), camera);
+    }
+
+    #[test]
+    fn progressive_stages_switch_at_their_steps() {
+        let p = Progressive::for_steps(30_000);
+        assert_eq!(p, Progressive { half_from: 3_000, full_from: 6_000 });
+        let divisors: Vec<u32> =
+            [0, 2_999, 3_000, 5_999, 6_000, 29_999].map(|s| p.divisor(s)).into();
+        assert_eq!(divisors, [4, 4, 2, 2, 1, 1]);
+        assert!((0..100).all(|s| Progressive::OFF.divisor(s) == 1));
+        assert!(Progressive::OFF.is_off() && !p.is_off());
+    }
 }

@@ -138,7 +138,13 @@ mod tests {
         let mut history = History::default();
         let snapshot = LedgerSnapshot::default();
         for step in 0..3 * MAX_POINTS as u32 {
-            history.step(&StepStats { step, splats: 10, intersections: 40, refine: None });
+            history.step(&StepStats {
+                step,
+                splats: 10,
+                intersections: 40,
+                refine: None,
+                image_size: [64, 48],
+            });
             history.metrics(&StepMetrics { step, loss: 0.1, train_psnr: 20.0 });
             history.memory(&snapshot);
             history.eval(&EvalStats { step, psnr: 20.0, ssim: 0.5, views: 1 });

@@ -15,7 +15,7 @@ use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy}
 use splat_trainer::formats::Splats;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::train::{
-    HostOptimizerState, LearningRates, RunSnapshot, TrainConfig, Transparency,
+    HostOptimizerState, LearningRates, Progressive, RunSnapshot, TrainConfig, Transparency,
 };
 
 /// Arbitrary test data from the shared generator.
@@ -130,6 +130,7 @@ fn random_config(rng: &mut Rng, mcmc: bool) -> TrainConfig {
             1 => Transparency::RandomBackground,
             _ => Transparency::AlphaLoss(rng.f32_not_nan()),
         },
+        progressive: Progressive { half_from: rng.u32(), full_from: rng.u32() },
     }
 }
 

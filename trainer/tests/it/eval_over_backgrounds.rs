@@ -17,7 +17,7 @@ use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::formats::{Loaded, load_file};
 use splat_trainer::loss::LossWeights;
 use splat_trainer::train::{
-    HostOptimizerState, LearningRates, RunSnapshot, TrainConfig, Trainer, Transparency,
+    HostOptimizerState, LearningRates, Progressive, RunSnapshot, TrainConfig, Trainer, Transparency,
 };
 
 use crate::helpers::context;
@@ -58,6 +58,7 @@ fn measure_eval_psnr_over_backgrounds() {
                 learning_rates: LearningRates::default(),
                 loss_weights: LossWeights::default(),
                 transparency: Transparency::Composite,
+                progressive: Progressive::OFF,
             };
             let snapshot = RunSnapshot {
                 step: splats.sh_degree,

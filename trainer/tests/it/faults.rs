@@ -16,7 +16,7 @@ use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::loss::LossWeights;
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
-use splat_trainer::train::{LearningRates, TrainConfig, Transparency};
+use splat_trainer::train::{LearningRates, Progressive, TrainConfig, Transparency};
 
 use crate::helpers::{context, until};
 
@@ -46,6 +46,7 @@ fn config(steps: u32, max_splats: u32) -> TrainConfig {
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
         transparency: Transparency::default(),
+        progressive: Progressive::OFF,
     }
 }
 

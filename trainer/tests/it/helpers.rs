@@ -9,7 +9,7 @@ use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
 use splat_trainer::densify::Strategy;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::task::{Event, TaskHandle};
-use splat_trainer::train::{LearningRates, TrainConfig, Transparency};
+use splat_trainer::train::{LearningRates, Progressive, TrainConfig, Transparency};
 
 /// The adapter wgpu finds (lavapipe in CI and on the development machine).
 pub fn context() -> GpuContext {
@@ -39,6 +39,7 @@ pub fn test_config(steps: u32, strategy: Strategy) -> TrainConfig {
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
         transparency: Transparency::default(),
+        progressive: Progressive::OFF,
     }
 }
 

@@ -18,6 +18,7 @@ mod loss;
 mod memory_flat;
 mod memory_prediction;
 mod pause_resume;
+mod progressive;
 mod reproducible;
 mod sample_scene;
 mod step_pipeline;
