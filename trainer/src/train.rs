@@ -169,16 +169,12 @@ impl Progressive {
             1
         }
     }
-
-    #[must_use]
-    pub fn is_off(&self) -> bool {
-        self.full_from == 0
-    }
 }
 
-/// `camera` for its image shrunk `divisor` times (each pixel the mean of divisor × divisor):
-/// the size rounded down (the last columns and rows that do not fill a block are left out),
-/// the intrinsics divided (pixel centres at +0.5 stay centred on their blocks).
+/// `camera` for its image shrunk `divisor` times (each pixel the mean of divisor × divisor;
+/// at most the image's width and height): the size rounded down (the last columns and rows
+/// that do not fill a block are left out), the intrinsics divided (pixel centres at +0.5 stay
+/// centred on their blocks).
 #[must_use]
 pub fn shrunk_camera(camera: Camera, divisor: u32) -> Camera {
     if divisor <= 1 {
@@ -186,8 +182,8 @@ pub fn shrunk_camera(camera: Camera, divisor: u32) -> Camera {
     }
     let d = divisor as f32;
     Camera {
-        width: (camera.width / divisor).max(1),
-        height: (camera.height / divisor).max(1),
+        width: camera.width / divisor,
+        height: camera.height / divisor,
         fx: camera.fx / d,
         fy: camera.fy / d,
         cx: camera.cx / d,
@@ -979,7 +975,7 @@ impl Trainer {
                     });
                 let (state, mut scratch) = restored?;
                 let view = self.current_view();
-                let divisor = self.config.progressive.divisor(self.step);
+                let divisor = self.divisor(view, self.step);
                 scratch.prepare_train(
                     &self.ctx,
                     &self.dataset,
@@ -997,9 +993,20 @@ impl Trainer {
         }
     }
 
+    /// By how much train view `view`'s image is shrunk at 0-based step `step`: the stage's
+    /// divisor, halved while the shrunk image would be empty (images under 4 pixels a side).
+    fn divisor(&self, view: usize, step: u32) -> u32 {
+        let camera = &self.dataset.train[view].camera;
+        let mut divisor = self.config.progressive.divisor(step);
+        while divisor > 1 && (camera.width < divisor || camera.height < divisor) {
+            divisor /= 2;
+        }
+        divisor
+    }
+
     /// Train view `view`'s camera at 0-based step `step`: shrunk in a coarse stage.
     fn train_camera(&self, view: usize, step: u32) -> Camera {
-        shrunk_camera(self.dataset.train[view].camera, self.config.progressive.divisor(step))
+        shrunk_camera(self.dataset.train[view].camera, self.divisor(view, step))
     }
 
     /// The train view of the current step.
@@ -1153,7 +1160,7 @@ impl Trainer {
             return Err(torn_down());
         };
         collect_metrics(&mut scratch.metrics, &mut self.metrics);
-        let divisor = self.config.progressive.divisor(step_number);
+        let divisor = self.divisor(next, step_number);
         scratch.prepare_train(&ctx, &self.dataset, (next, step_number), divisor, self.owner)?;
 
         let seed = self.config.seed ^ u64::from(step_number).wrapping_mul(0x2545_f491_4f6c_dd1d);
@@ -1528,6 +1535,5 @@ mod tests {
             [0, 2_999, 3_000, 5_999, 6_000, 29_999].map(|s| p.divisor(s)).into();
         assert_eq!(divisors, [4, 4, 2, 2, 1, 1]);
         assert!((0..100).all(|s| Progressive::OFF.divisor(s) == 1));
-        assert!(Progressive::OFF.is_off() && !p.is_off());
     }
 }
