@@ -51,18 +51,16 @@ fn config(steps: u32, max_splats: u32) -> TrainConfig {
 }
 
 /// Desk-statue at 96 px from every 12th point of its capture (wide splats, each touching many
-/// tiles), loaded into `task`; returns the init.ply written for it (to delete at the end).
-fn load_sparse_start(task: &TaskHandle) -> PathBuf {
+/// tiles), loaded into `task`; returns the init.ply written for it (to delete at the end),
+/// named after `test` (tests run side by side: each deletes its own).
+fn load_sparse_start(task: &TaskHandle, test: &str) -> PathBuf {
     let load = LoadOptions { max_resolution: 96, ..LoadOptions::default() };
     let path = data("datasets/desk-statue-colmap");
     task.send(Command::LoadDataset { path: path.clone(), options: load.clone() }).unwrap();
     until(task, |e| *e == Event::State(TaskState::Ready));
     let points = load_dataset(&path, &load).unwrap().init_points.unwrap();
-    let init = std::env::temp_dir().join(format!(
-        "splatforge-faults-{}-{}-init.ply",
-        std::process::id(),
-        line!()
-    ));
+    let init = std::env::temp_dir()
+        .join(format!("splatforge-faults-{}-{test}-init.ply", std::process::id()));
     let sparse: Vec<String> = points
         .positions
         .iter()
@@ -91,7 +89,7 @@ fn a_run_that_runs_out_of_memory_stops_keeps_its_splats_and_the_next_run_works()
     let options = HeadlessOptions { memory_bytes: Some(4 << 20), ..HeadlessOptions::default() };
     let ctx = pollster::block_on(GpuContext::new_headless_with(&options)).unwrap();
     let task = TaskHandle::spawn(ctx.clone()).unwrap();
-    let init = load_sparse_start(&task);
+    let init = load_sparse_start(&task, "out-of-memory");
     task.send(Command::Start { config: config(2_000, 1_000_000) }).unwrap();
     let events = until(&task, ends);
     let Some(Event::RunFailed { run, step, message, kept }) = events.last().cloned() else {
@@ -182,7 +180,7 @@ fn a_device_with_1_mib_bindings_caps_the_run_in_words_and_never_fails_it_mid_run
     };
     let ctx = pollster::block_on(GpuContext::new_headless_with(&options)).unwrap();
     let task = TaskHandle::spawn(ctx.clone()).unwrap();
-    let init = load_sparse_start(&task);
+    let init = load_sparse_start(&task, "1-mib-bindings");
     task.send(Command::Start { config: config(200, 1_000_000) }).unwrap();
     let events = until(&task, ends);
     let capped = events
