@@ -302,18 +302,8 @@ impl CoarseTargets {
         let (width, height) = dataset.largest_image();
         let pixels = u64::from(width / 2) * u64::from(height / 2);
         let words = target_words(pixels, dataset.has_transparency());
-        let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
-        let slot = |i: usize| {
-            ctx.create_buffer(
-                &format!("coarse target image {i}"),
-                words * 4,
-                storage,
-                Category::DatasetImages,
-                owner,
-            )
-        };
         Ok(Self {
-            slots: [slot(0)?, slot(1)?],
+            slots: image_slots(ctx, "coarse target image", words, owner)?,
             pack: Vec::with_capacity(words as usize),
             sums: Vec::with_capacity(3 * pixels as usize),
         })
@@ -325,6 +315,20 @@ impl CoarseTargets {
         pack_shrunk_rgba8(view, divisor, &mut self.pack, &mut self.sums);
         ctx.queue.write_buffer(&self.slots[slot], 0, bytemuck::cast_slice(&self.pack));
     }
+}
+
+/// Two streamed image buffers of `words` packed words each, labelled `label 0` and `label 1`.
+fn image_slots(
+    ctx: &GpuContext,
+    label: &str,
+    words: u64,
+    owner: Owner,
+) -> Result<[GpuBuffer; 2], GpuError> {
+    let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+    let slot = |i: usize| {
+        ctx.create_buffer(&format!("{label} {i}"), words * 4, usage, Category::DatasetImages, owner)
+    };
+    Ok([slot(0)?, slot(1)?])
 }
 
 /// The ground-truth images on the GPU.
@@ -393,17 +397,8 @@ impl Targets {
                 let (width, height) = dataset.largest_image();
                 let pixels = u64::from(width) * u64::from(height);
                 let words = target_words(pixels, dataset.has_transparency());
-                let slot = |i: usize| {
-                    ctx.create_buffer(
-                        &format!("target image {i}"),
-                        words * 4,
-                        storage,
-                        Category::DatasetImages,
-                        owner,
-                    )
-                };
                 pack.reserve(words as usize);
-                Ok(Self::Streamed { slots: [slot(0)?, slot(1)?], pack })
+                Ok(Self::Streamed { slots: image_slots(ctx, "target image", words, owner)?, pack })
             }
         }
     }
