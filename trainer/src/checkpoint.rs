@@ -76,7 +76,7 @@ use splat_formats::Splats;
 use splat_render::ShPrecision;
 
 use crate::dataset::{Dataset, LoadOptions};
-use crate::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
+use crate::densify::{CompactConfig, DefaultConfig, McmcConfig, SplitRule, Strategy};
 use crate::loss::LossWeights;
 use crate::train::{
     HostOptimizerState, LearningRates, Progressive, RunSnapshot, TrainConfig, Transparency,
@@ -1308,6 +1308,37 @@ struct DefaultDoc {
     max_world_scale: F32,
     opacity_reset_every: u32,
     opacity_reset_value: F32,
+    /// Absent in files written before the long-axis split: 3DGS's sampled split (the rule
+    /// those runs were trained with, so that they resume as they would have gone on).
+    #[serde(default)]
+    split: SplitRuleDoc,
+}
+
+/// [`SplitRule`] in the metadata: `"sampled"` or `"long_axis"`.
+#[derive(Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum SplitRuleDoc {
+    #[default]
+    Sampled,
+    LongAxis,
+}
+
+impl From<SplitRule> for SplitRuleDoc {
+    fn from(rule: SplitRule) -> Self {
+        match rule {
+            SplitRule::Sampled => Self::Sampled,
+            SplitRule::LongAxis => Self::LongAxis,
+        }
+    }
+}
+
+impl From<SplitRuleDoc> for SplitRule {
+    fn from(doc: SplitRuleDoc) -> Self {
+        match doc {
+            SplitRuleDoc::Sampled => Self::Sampled,
+            SplitRuleDoc::LongAxis => Self::LongAxis,
+        }
+    }
 }
 
 impl From<&DefaultConfig> for DefaultDoc {
@@ -1323,6 +1354,7 @@ impl From<&DefaultConfig> for DefaultDoc {
             max_world_scale,
             opacity_reset_every,
             opacity_reset_value,
+            split,
         } = *config;
         Self {
             refine_every,
@@ -1335,6 +1367,7 @@ impl From<&DefaultConfig> for DefaultDoc {
             max_world_scale: F32(max_world_scale),
             opacity_reset_every,
             opacity_reset_value: F32(opacity_reset_value),
+            split: split.into(),
         }
     }
 }
@@ -1352,6 +1385,7 @@ impl From<DefaultDoc> for DefaultConfig {
             max_world_scale,
             opacity_reset_every,
             opacity_reset_value,
+            split,
         } = doc;
         Self {
             refine_every,
@@ -1364,6 +1398,7 @@ impl From<DefaultDoc> for DefaultConfig {
             max_world_scale: max_world_scale.0,
             opacity_reset_every,
             opacity_reset_value: opacity_reset_value.0,
+            split: split.into(),
         }
     }
 }
@@ -1554,12 +1589,12 @@ impl Xxh64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::densify::DefaultConfig;
 
     /// A checkpoint written before `transparency` was stored trained on the composited
     /// images: it reads back as `Composite`, whatever today's default is; one written before
     /// `sh_precision` was stored trained in f32; one written before progressive resolution
-    /// trained every step at full size.
+    /// trained every step at full size; one written before the long-axis split split as
+    /// 3DGS does.
     #[test]
     fn configs_without_transparency_read_as_composite() {
         let config = TrainConfig {
@@ -1567,7 +1602,7 @@ mod tests {
             sh_degree: 3,
             sh_degree_interval: 1000,
             sh_precision: ShPrecision::F16,
-            strategy: Strategy::Default(DefaultConfig::default()),
+            strategy: Strategy::Compact(CompactConfig::default()),
             max_splats: 100,
             eval_every: 0,
             seed: 1,
@@ -1584,9 +1619,13 @@ mod tests {
         fields.remove("transparency");
         fields.remove("sh_precision");
         fields.remove("progressive");
+        let refine = fields["strategy"]["compact"]["refine"].as_object_mut().expect("an object");
+        assert_eq!(refine.remove("split"), Some(serde_json::json!("long_axis")));
         let old = TrainConfig::from(serde_json::from_value::<ConfigDoc>(json).expect("older"));
         assert_eq!(old.transparency, Transparency::Composite);
         assert_eq!(old.sh_precision, ShPrecision::F32);
         assert_eq!(old.progressive, Progressive::OFF);
+        let Strategy::Compact(compact) = old.strategy else { panic!("compact") };
+        assert_eq!(compact.refine.split, SplitRule::Sampled);
     }
 }

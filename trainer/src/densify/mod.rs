@@ -39,8 +39,10 @@ use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, 
 
 use crate::optim::{AdamState, Moments};
 use kernels::{GatherJob, GatherUniform, Kernel, Kernels, Role, UNIFORM_SLOT, too_many};
+pub use plan::{
+    LONG_AXIS_OFFSET, RELOCATION_MAX_COPIES, SPLIT_CHILDREN, SPLIT_SCALE_DIVISOR, relocation,
+};
 use plan::{Plan, Readback, logit};
-pub use plan::{RELOCATION_MAX_COPIES, SPLIT_CHILDREN, SPLIT_SCALE_DIVISOR, relocation};
 use splat_formats::random::SplitMix64;
 
 /// What densification reallocates together: the parameters, their gradients (and
@@ -95,6 +97,26 @@ pub struct DefaultConfig {
     pub opacity_reset_every: u32,
     /// The opacity (after the sigmoid) a reset clamps to.
     pub opacity_reset_value: f32,
+    /// Where a split puts its two children and what it gives them.
+    pub split: SplitRule,
+}
+
+/// How a refinement splits a large splat into [`SPLIT_CHILDREN`] children (the parent goes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitRule {
+    /// 3DGS's `densify_and_split`: each child's mean drawn from N(parent mean, parent
+    /// covariance), every scale divided by [`SPLIT_SCALE_DIVISOR`], the parent's opacity.
+    /// Two children of the parent's opacity at random places, each thinner on every axis,
+    /// are not the parent: a refinement that splits the large splats of a view takes
+    /// several dB from it at once (desk-penguin at 96 px, step 600: 30.9 → 20.1 dB), and
+    /// the run spends the next hundred steps winning it back.
+    Sampled,
+    /// Along the parent's longest axis (as in Deng et al. 2024, "Efficient Density Control
+    /// for 3D Gaussian Splatting"): the children at ± [`LONG_AXIS_OFFSET`] times that
+    /// scale from the parent's mean, that scale divided by [`SPLIT_SCALE_DIVISOR`] and the
+    /// others kept, each of opacity 1 − √(1 − o), so that the two, where they overlap, are
+    /// as opaque as the parent was. Deterministic: no sample to draw.
+    LongAxis,
 }
 
 impl Default for DefaultConfig {
@@ -110,6 +132,7 @@ impl Default for DefaultConfig {
             max_world_scale: 0.1,
             opacity_reset_every: 3_000,
             opacity_reset_value: 0.01,
+            split: SplitRule::Sampled,
         }
     }
 }
@@ -208,6 +231,10 @@ pub const NOISE_GATE_CENTER: f32 = 0.995;
 /// the cameras' extent) deletes the background of a capture whose scene lies far beyond its
 /// cameras. Either took several dB from every run that crossed step 3,000 (BENCHMARKS.md,
 /// "The default schedule").
+///
+/// It splits along the longest axis ([`SplitRule::LongAxis`]): 3DGS's sampled split took
+/// 10 dB from the picture at every early refinement (BENCHMARKS.md, "Splits that keep the
+/// picture").
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompactConfig {
     /// Schedule, growth and prune thresholds (opacity resets and size prunes: off).
@@ -229,6 +256,7 @@ impl Default for CompactConfig {
                 grad_threshold: 0.0008,
                 opacity_reset_every: 0,
                 max_world_scale: f32::INFINITY,
+                split: SplitRule::LongAxis,
                 ..DefaultConfig::default()
             },
             grow_fraction: 0.1,

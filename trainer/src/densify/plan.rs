@@ -10,7 +10,7 @@ use bytemuck::{Pod, Zeroable};
 
 use splat_formats::random::SplitMix64;
 
-use super::{DefaultConfig, McmcConfig, RefineStats};
+use super::{DefaultConfig, McmcConfig, RefineStats, SplitRule};
 
 /// Output flag: Adam's moments of this output start at zero (a new splat, or one whose
 /// parameters were replaced). Keep in sync with plan.wgsl.
@@ -24,11 +24,21 @@ pub(crate) const FLAG_SET_LOG_SCALE: u32 = 4;
 /// Output flag: a 3DGS split child; its mean is the source's plus a sample of
 /// N(0, source covariance) drawn from [`PlanEntry::seed`]. Keep in sync with plan.wgsl.
 pub(crate) const FLAG_SPLIT: u32 = 8;
+/// Output flag, with [`FLAG_SPLIT`]: a [`SplitRule::LongAxis`] child; its mean is the
+/// source's plus ± [`LONG_AXIS_OFFSET`] times the source's scale along its axis `seed >> 1`,
+/// + for an even `seed`, − for an odd one. Keep in sync with plan.wgsl.
+pub(crate) const FLAG_LONG_AXIS: u32 = 16;
 
 /// 3DGS splits a splat into this many children (`densify_and_split`, `N=2`).
 pub const SPLIT_CHILDREN: usize = 2;
 /// 3DGS divides a split child's scale by `0.8 · N` = 1.6 (`densify_and_split`).
 pub const SPLIT_SCALE_DIVISOR: f32 = 1.6;
+/// A [`SplitRule::LongAxis`] child lies this many of the parent's largest scale from the
+/// parent's mean, along that axis. Measured (BENCHMARKS.md, "Splits that keep the picture"):
+/// at 0.5 a split keeps more of the picture than at 0.78 (the offset at which the two
+/// children have the parent's variance along the axis) and trains to a better one than at
+/// 0.3. Keep in sync with split.wgsl.
+pub const LONG_AXIS_OFFSET: f32 = 0.5;
 /// Most copies the MCMC relocation formula distinguishes (gsplat's `n_max = 51`); more
 /// copies of one splat are treated as this many.
 pub const RELOCATION_MAX_COPIES: u32 = 51;
@@ -41,7 +51,8 @@ pub(crate) struct PlanEntry {
     pub source: u32,
     /// `FLAG_*` bits.
     pub flags: u32,
-    /// Random seed of a split child's position offset.
+    /// A sampled split child's random seed, or a long-axis child's axis and side
+    /// ([`FLAG_LONG_AXIS`]).
     pub seed: u32,
     /// New opacity logit, with [`FLAG_SET_OPACITY`].
     pub opacity: f32,
@@ -120,6 +131,32 @@ fn max_log_scale(log_scale: [f32; 3]) -> f32 {
     log_scale[0].max(log_scale[1]).max(log_scale[2])
 }
 
+/// The axis of the largest log-scale (the first of equal ones).
+fn longest_axis(log_scale: [f32; 3]) -> usize {
+    (1..3).fold(0, |k, j| if log_scale[j] > log_scale[k] { j } else { k })
+}
+
+/// A split child's opacity logit and log-scales under `rule`, from its parent's.
+fn split_child(rule: SplitRule, opacity_logit: f32, log_scale: [f32; 3]) -> (f32, [f32; 3]) {
+    let ln_divisor = SPLIT_SCALE_DIVISOR.ln();
+    match rule {
+        SplitRule::Sampled => (opacity_logit, log_scale.map(|s| s - ln_divisor)),
+        SplitRule::LongAxis => {
+            let mut child = log_scale;
+            child[longest_axis(log_scale)] -= ln_divisor;
+            // 1 − √(1 − o) with 1 − o = sigmoid(−x): in logits, without the cancellation
+            // of 1 − o near o = 1.
+            let transparency = sigmoid(-opacity_logit).sqrt();
+            (logit_of_transparency(transparency), child)
+        }
+    }
+}
+
+/// The logit of the opacity `1 − t`, for a transparency `t` in (0, 1].
+fn logit_of_transparency(t: f32) -> f32 {
+    ((1.0 - t) / t).ln()
+}
+
 /// What the default strategy does to one old splat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Growth {
@@ -143,8 +180,8 @@ struct Candidate {
 /// - grow where the mean NDC gradient (`sum / visible count`) is ≥ `grad_threshold`:
 ///   **clone** a splat whose largest scale is ≤ `percent_dense · scene_extent` (the copy is
 ///   identical, the original stays), **split** a larger one into [`SPLIT_CHILDREN`] children
-///   (position ~ N(parent mean, parent covariance), log-scale − ln [`SPLIT_SCALE_DIVISOR`],
-///   same rotation, opacity and SH; the parent is removed);
+///   placed and sized by `config.split` ([`SplitRule`]; same rotation and SH; the parent is
+///   removed);
 /// - then **prune** what has opacity < `min_opacity` and, once the first opacity reset has
 ///   passed (step > `opacity_reset_every`; from the start without resets), what is larger
 ///   than `max_world_scale · scene_extent` or whose largest screen radius exceeded
@@ -179,9 +216,9 @@ pub(crate) fn plan_default(
         faint || big
     };
     let dense_scale = config.percent_dense * scene_extent;
-    let ln_divisor = SPLIT_SCALE_DIVISOR.ln();
 
     let mut survives = vec![false; n];
+    let children = |i: usize| split_child(config.split, old.opacity_logits[i], old.log_scale(i));
     let mut candidates = Vec::new();
     for (i, survivor) in survives.iter_mut().enumerate() {
         let logit = old.opacity_logits[i];
@@ -200,7 +237,9 @@ pub(crate) fn plan_default(
             if *survivor {
                 candidates.push(Candidate { index: i, grad, growth: Growth::Clone, delta: 1 });
             }
-        } else if !pruned(logit, (max_log - ln_divisor).exp(), None) {
+        } else if let (child_logit, child_log_scale) = children(i)
+            && !pruned(child_logit, max_log_scale(child_log_scale).exp(), None)
+        {
             let delta = SPLIT_CHILDREN - usize::from(*survivor);
             candidates.push(Candidate { index: i, grad, growth: Growth::Split, delta });
         }
@@ -234,13 +273,21 @@ pub(crate) fn plan_default(
         entries.push(PlanEntry { flags: FLAG_ZERO_MOMENTS, ..PlanEntry::keep(i) });
     }
     for i in (0..n).filter(|&i| growth[i] == Growth::Split) {
-        let log_scale = old.log_scale(i).map(|s| s - ln_divisor);
-        for _ in 0..SPLIT_CHILDREN {
-            entries.push(PlanEntry {
-                flags: FLAG_ZERO_MOMENTS | FLAG_SET_LOG_SCALE | FLAG_SPLIT,
-                seed: rng.next_u32(),
-                log_scale,
-                ..PlanEntry::keep(i)
+        let (opacity, log_scale) = children(i);
+        let axis = longest_axis(old.log_scale(i)) as u32;
+        for child in 0..SPLIT_CHILDREN as u32 {
+            let flags = FLAG_ZERO_MOMENTS | FLAG_SET_LOG_SCALE | FLAG_SPLIT;
+            entries.push(match config.split {
+                SplitRule::Sampled => {
+                    PlanEntry { flags, seed: rng.next_u32(), log_scale, ..PlanEntry::keep(i) }
+                }
+                SplitRule::LongAxis => PlanEntry {
+                    flags: flags | FLAG_LONG_AXIS | FLAG_SET_OPACITY,
+                    seed: axis << 1 | child,
+                    opacity,
+                    log_scale,
+                    ..PlanEntry::keep(i)
+                },
             });
         }
     }

@@ -4,7 +4,7 @@
 struct PlanEntry {
     source: u32,          // index of the old splat it is gathered from
     flags: u32,           // FLAG_* bits
-    seed: u32,            // random seed of a split child's offset
+    seed: u32,            // a split child's random seed, or its axis and side (FLAG_LONG_AXIS)
     opacity: f32,         // new opacity logit (FLAG_SET_OPACITY)
     log_scale: array<f32, 3>, // new log-scales (FLAG_SET_LOG_SCALE)
     _pad: u32,
@@ -14,6 +14,7 @@ const FLAG_ZERO_MOMENTS: u32 = 1u;
 const FLAG_SET_OPACITY: u32 = 2u;
 const FLAG_SET_LOG_SCALE: u32 = 4u;
 const FLAG_SPLIT: u32 = 8u;
+const FLAG_LONG_AXIS: u32 = 16u;
 
 // Which parameter a gather dispatch moves. Keep in sync with `Role` in kernels.rs.
 const ROLE_PLAIN: u32 = 0u;

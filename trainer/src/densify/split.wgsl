@@ -1,6 +1,11 @@
-// Positions of 3DGS split children (densify_and_split): the gather copied the parent's mean;
-// this adds R · diag(parent scale) · z with z ~ N(0, I) drawn from the child's seed, i.e. a
-// sample of N(parent mean, parent covariance). One thread per output splat.
+// Positions of split children: the gather copied the parent's mean; this adds R · d with R the
+// parent's rotation and d, in the parent's frame, either diag(parent scale) · z with z ~ N(0, I)
+// drawn from the child's seed (3DGS's densify_and_split: a sample of N(parent mean, parent
+// covariance)) or, for a long-axis child (FLAG_LONG_AXIS), ± LONG_AXIS_OFFSET times the parent's
+// scale along axis seed >> 1 (+ for an even seed). One thread per output splat.
+
+// Keep in sync with LONG_AXIS_OFFSET in plan.rs.
+const LONG_AXIS_OFFSET: f32 = 0.5;
 
 @group(0) @binding(2) var<storage, read> old_quats: array<f32>;
 @group(0) @binding(3) var<storage, read> old_log_scales: array<f32>;
@@ -24,7 +29,14 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
                       old_quats[4u * s + 3u]);
     let scale = exp(vec3<f32>(old_log_scales[3u * s], old_log_scales[3u * s + 1u],
                               old_log_scales[3u * s + 2u]));
-    let offset = rotation(q) * (scale * normal3(plan[i].seed));
+    let seed = plan[i].seed;
+    var local = scale * normal3(seed);
+    if (plan[i].flags & FLAG_LONG_AXIS) != 0u {
+        let axis = seed >> 1u;
+        local = vec3<f32>(0.0);
+        local[axis] = select(1.0, -1.0, (seed & 1u) != 0u) * LONG_AXIS_OFFSET * scale[axis];
+    }
+    let offset = rotation(q) * local;
     new_means[3u * i] += offset.x;
     new_means[3u * i + 1u] += offset.y;
     new_means[3u * i + 2u] += offset.z;

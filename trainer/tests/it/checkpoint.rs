@@ -11,7 +11,7 @@ use splat_trainer::checkpoint::{
     self, Checkpoint, CheckpointError, DatasetIdentity, dataset_identity,
 };
 use splat_trainer::dataset::{LoadOptions, load_dataset};
-use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
+use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, SplitRule, Strategy};
 use splat_trainer::formats::Splats;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::train::{
@@ -92,6 +92,11 @@ fn random_config(rng: &mut Rng, mcmc: bool) -> TrainConfig {
             max_world_scale: rng.f32_not_nan(),
             opacity_reset_every: rng.u32(),
             opacity_reset_value: rng.f32_not_nan(),
+            split: if rng.u32().is_multiple_of(2) {
+                SplitRule::Sampled
+            } else {
+                SplitRule::LongAxis
+            },
         };
         // The compact strategy is the 3DGS rules and two numbers more.
         if rng.u32().is_multiple_of(2) {

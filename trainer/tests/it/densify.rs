@@ -11,8 +11,9 @@ use std::time::Instant;
 
 use splat_formats::random::SplitMix64;
 use splat_trainer::densify::{
-    CompactConfig, DefaultConfig, Densifier, McmcConfig, NOISE_GATE_CENTER, NOISE_GATE_SHARPNESS,
-    RefineStats, SPLIT_SCALE_DIVISOR, Strategy, TrainState, relocation,
+    CompactConfig, DefaultConfig, Densifier, LONG_AXIS_OFFSET, McmcConfig, NOISE_GATE_CENTER,
+    NOISE_GATE_SHARPNESS, RefineStats, SPLIT_SCALE_DIVISOR, SplitRule, Strategy, TrainState,
+    relocation,
 };
 use splat_trainer::formats::Splats;
 use splat_trainer::render::gpu_splats::{read_bytes, read_f32, words_per_splat};
@@ -463,6 +464,77 @@ fn split_children_are_distributed_with_the_parent_covariance() {
         for c in 0..3 {
             assert!((ls[c] - (scales[c].ln() - SPLIT_SCALE_DIVISOR.ln())).abs() < 1e-6);
         }
+    }
+    assert_clean(&ctx);
+}
+
+/// Compact's split (the long-axis rule): the two children sit at ± `LONG_AXIS_OFFSET` times
+/// the parent's largest scale along that axis of its rotation, only that scale is divided,
+/// and each child's opacity is 1 − √(1 − o); rotation and colour are the parent's, moments
+/// zero. Checked against the same formulas in f64, for parents whose longest axis is each of
+/// the three.
+#[test]
+fn long_axis_children_sit_on_the_parents_longest_axis() {
+    let ctx = context();
+    let densifier = Densifier::new(&ctx);
+    let compact = Strategy::Compact(CompactConfig::default());
+    let Strategy::Compact(config) = &compact else { unreachable!() };
+    assert_eq!(config.refine.split, SplitRule::LongAxis, "compact's default");
+    let q = [2.0_f32, 0.4, -0.6, 0.2]; // not normalised
+    let opacities = [0.3_f32, 0.9, 0.999];
+    let parent_scales = [[0.5_f32, 0.2, 0.1], [0.2, 0.5, 0.1], [0.1, 0.2, 0.5]];
+    let n = parent_scales.len();
+    let mut splats = scene(n, 1);
+    splats.log_scales = parent_scales.iter().map(|s| s.map(f32::ln)).collect();
+    splats.rotations = vec![q; n];
+    splats.opacity_logits = opacities.iter().map(|&o| logit(o)).collect();
+    let state = upload(&ctx, &splats);
+    fill_moments(&ctx, &state);
+    write_stats(&ctx, &state, &vec![[1.0, 1.0, 1.0]; n]);
+    // Extent 1: every parent is larger than percent_dense (0.01), so all three split (a
+    // peak of 100 leaves compact's pace room for them).
+    let (state, result) = pollster::block_on(
+        densifier.after_step(&ctx, &compact, EARLY_STEP, 1.0, 1000, 100, SEED, state, OWNER),
+    )
+    .expect("after_step");
+    let result = result.unwrap();
+    assert_eq!((result.count, result.added, result.removed), (6, 6, 3));
+    let got = state.splats.download(&ctx).unwrap();
+
+    let len = q.iter().map(|v| f64::from(v * v)).sum::<f64>().sqrt();
+    let [w, x, y, z] = q.map(|v| f64::from(v) / len);
+    let r = [
+        [1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - w * z), 2.0 * (x * z + w * y)],
+        [2.0 * (x * y + w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - w * x)],
+        [2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y)],
+    ];
+    for (parent, scales) in parent_scales.iter().enumerate() {
+        let axis = parent; // the longest axis of parent i is axis i
+        let offset = f64::from(LONG_AXIS_OFFSET) * f64::from(scales[axis]);
+        let o = f64::from(opacities[parent]);
+        let child_opacity = 1.0 - (1.0 - o).sqrt();
+        for (side, sign) in [1.0, -1.0].into_iter().enumerate() {
+            let c = 2 * parent + side;
+            for k in 0..3 {
+                let want = f64::from(splats.means[parent][k]) + sign * offset * r[k][axis];
+                let got_k = f64::from(got.means[c][k]);
+                assert!((got_k - want).abs() < 1e-5, "child {c} mean[{k}]: {got_k}, want {want}");
+                let want_scale = if k == axis {
+                    f64::from(scales[k]) / f64::from(SPLIT_SCALE_DIVISOR)
+                } else {
+                    f64::from(scales[k])
+                };
+                let got_scale = f64::from(got.log_scales[c][k]).exp();
+                assert!((got_scale / want_scale - 1.0).abs() < 1e-5, "child {c} scale[{k}]");
+            }
+            let got_opacity = f64::from(sigmoid(got.opacity_logits[c]));
+            assert!((got_opacity - child_opacity).abs() < 1e-5, "child {c}: {got_opacity}");
+            assert_eq!(got.rotations[c], q);
+            assert_eq!(got.sh_dc[c], splats.sh_dc[parent]);
+        }
+    }
+    for (b, (m, v)) in read_moments(&ctx, &state).iter().enumerate() {
+        assert!(m.iter().chain(v).all(|&x| x == 0.0), "buffer {b}: new splats' moments are zero");
     }
     assert_clean(&ctx);
 }
