@@ -145,8 +145,9 @@ fn split_child(rule: SplitRule, opacity_logit: f32, log_scale: [f32; 3]) -> (f32
             let mut child = log_scale;
             child[longest_axis(log_scale)] -= ln_divisor;
             // 1 − √(1 − o) with 1 − o = sigmoid(−x): in logits, without the cancellation
-            // of 1 − o near o = 1.
-            let transparency = sigmoid(-opacity_logit).sqrt();
+            // of 1 − o near o = 1; kept above zero, so that a saturated parent (x past 88,
+            // where sigmoid(−x) underflows) gets a finite logit.
+            let transparency = sigmoid(-opacity_logit).sqrt().max(f32::MIN_POSITIVE);
             (logit_of_transparency(transparency), child)
         }
     }
@@ -476,6 +477,23 @@ mod tests {
         for (a, b) in s.iter().zip([0.1, 0.2, 0.3]) {
             assert!((a - b).abs() < 1e-6);
         }
+    }
+
+    /// Each long-axis child's opacity is 1 − √(1 − o), so that the two together are as
+    /// opaque as the parent; finite for any finite parent logit, however saturated.
+    #[test]
+    fn long_axis_children_composite_to_the_parents_opacity() {
+        for o in [0.01_f32, 0.3, 0.9, 0.999] {
+            let (child, _) = split_child(SplitRule::LongAxis, logit(o), [0.0; 3]);
+            let c = sigmoid(child);
+            assert!((1.0 - (1.0 - c) * (1.0 - c) - o).abs() < 1e-5, "o {o}: child {c}");
+        }
+        for x in [30.0_f32, 88.0, 200.0, f32::MAX] {
+            let (child, _) = split_child(SplitRule::LongAxis, x, [0.0; 3]);
+            assert!(child.is_finite() && child > 10.0, "logit {x}: child {child}");
+        }
+        let (_, scales) = split_child(SplitRule::LongAxis, 0.0, [-1.0, 0.5, 0.5]);
+        assert_eq!(scales, [-1.0, 0.5 - SPLIT_SCALE_DIVISOR.ln(), 0.5], "the first longest axis");
     }
 
     #[test]
