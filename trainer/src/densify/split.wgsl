@@ -30,11 +30,12 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     let scale = exp(vec3<f32>(old_log_scales[3u * s], old_log_scales[3u * s + 1u],
                               old_log_scales[3u * s + 2u]));
     let seed = plan[i].seed;
-    var local = scale * normal3(seed);
+    var local = vec3<f32>(0.0);
     if (plan[i].flags & FLAG_LONG_AXIS) != 0u {
         let axis = seed >> 1u;
-        local = vec3<f32>(0.0);
         local[axis] = select(1.0, -1.0, (seed & 1u) != 0u) * LONG_AXIS_OFFSET * scale[axis];
+    } else {
+        local = scale * normal3(seed);
     }
     let offset = rotation(q) * local;
     new_means[3u * i] += offset.x;
