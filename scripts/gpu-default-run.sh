@@ -13,8 +13,8 @@
 #
 # The device tool: carry [".gpu", ".gl"], command `scripts/gpu-default-run.sh ours` (then, in
 # a later window, `brush`), timeout_s 600. On an H200 (2026-11-27) ours took 229 s for 30,000
-# steps and Brush 313 s. Brush stops at 570 s; ours at 480 s after the adapter (30 s) and a
-# profiled bench-train at 1M splats (45 s); whatever they have reached is in the logs, and ours
+# steps and Brush 313 s. Brush stops at 570 s; ours at 450 s after the adapter (30 s) and
+# profiled bench-trains at 1M and 25k splats (45 s, 30 s); whatever they have reached is in the logs, and ours
 # leaves a checkpoint every 1,000 steps (`train --resume /tmp/ours/checkpoint.ckpt` goes on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,7 +87,11 @@ run() {
         timeout 45 /tmp/splatforge bench-train .gpu/penguin-1600 --steps 200 --window 50 \
             --max-resolution 1600 --splats 1000000 --profile --json "$out/bench-train.json" \
             >"$out/bench-train.txt" 2>&1 || true
-        timeout 480 /tmp/splatforge train .gpu/penguin-1600 --eval-every 1000 \
+        # The default run's scale (23,509 splats at its end on the H200): is the GPU idle
+        # between a step's two parts there (issue 31)?
+        timeout 30 /tmp/splatforge bench-train .gpu/penguin-1600 --steps 400 --window 100 \
+            --max-resolution 1600 --splats 25000 --profile >>"$out/bench-train.txt" 2>&1 || true
+        timeout 450 /tmp/splatforge train .gpu/penguin-1600 --eval-every 1000 \
             --checkpoint-every 1000 --out /tmp/ours >"$out/ours.log" 2>&1 || status=$?
         cp /tmp/ours/metrics.json "$out/ours-metrics.json" 2>/dev/null || true
         ;;

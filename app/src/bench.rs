@@ -316,12 +316,16 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
     let window = args.window.max(1);
     let mut windows = Vec::new();
     let mut step = warm_up;
+    // Where a step's wall time goes on the CPU: recording and submitting its two parts, and
+    // the wait for the counts between them (what the GPU idles through: see the profile's
+    // "idle: count read-back").
+    let mut cpu = StepCpu::default();
     let started = Instant::now();
     while step < args.steps {
         let start = Instant::now();
         let n = window.min(args.steps - step);
         for _ in 0..n {
-            trainer.step()?;
+            cpu.step(&mut trainer)?;
             // Nobody reads the losses here: taking them keeps the host queue empty.
             while trainer.next_metrics().is_some() {}
         }
@@ -343,6 +347,14 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
     if let (Some(second), Some(last)) = (windows.get(1), windows.last()) {
         println!("last window / second window: {:.3}", last / second);
     }
+    let steps = f64::from(timed_steps.max(1));
+    let (begin_ms, wait_ms, finish_ms) = (cpu.begin / steps, cpu.wait / steps, cpu.finish / steps);
+    // A driver may run earlier work inside a call (lavapipe runs the previous step's second
+    // part inside the next step's first submit): the split is the CPU's view, not the GPU's.
+    println!(
+        "CPU per step, each part to its submit: first part {begin_ms:.3} ms, waiting for the \
+         counts {wait_ms:.3} ms, the rest {finish_ms:.3} ms"
+    );
     let mut report = serde_json::json!({
         "adapter": ctx.adapter_info.name,
         "device_type": format!("{:?}", ctx.adapter_info.device_type),
@@ -356,6 +368,7 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         "steps_per_second": 1e3 / ms_per_step,
         "ms_per_step": ms_per_step,
         "windows_ms_per_step": windows,
+        "cpu_ms_per_step": {"record_first": begin_ms, "wait_counts": wait_ms, "record_rest": finish_ms},
     });
     if args.profile {
         let profile = ctx.finish_profiling()?;
@@ -380,6 +393,9 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         }
         let busy = busy_ms / ms_per_step;
         println!("{:>22} {busy_ms:>10.3}", "all passes (mean)");
+        let passes_per_step = frames.iter().map(|f| f.passes.len()).sum::<usize>() as f64
+            / frames.len().max(1) as f64;
+        println!("{:>22} {passes_per_step:>10.1}", "compute passes a step");
         // The step's one wait for the CPU: the counts read back before the depth sort.
         let mut stall: Vec<f64> =
             frames.iter().filter_map(|f| f.gap_before_ms("depth sort")).collect();
@@ -389,6 +405,7 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         report["passes"] = passes.into();
         report["gpu_ms_per_step"] = busy_ms.into();
         report["gpu_busy_fraction"] = busy.into();
+        report["compute_passes_per_step"] = passes_per_step.into();
         report["untimed_steps"] = profile.untimed_frames.into();
         report["count_readback_idle_ms"] =
             serde_json::json!({"median": stall_median, "p90": stall_p90});
@@ -399,6 +416,31 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// CPU milliseconds summed over the steps of a benchmark, by part of the step.
+#[derive(Default)]
+struct StepCpu {
+    begin: f64,
+    wait: f64,
+    finish: f64,
+}
+
+impl StepCpu {
+    /// One training step ([`Trainer::step`]'s three parts), timed.
+    fn step(&mut self, trainer: &mut splat_trainer::train::Trainer) -> anyhow::Result<()> {
+        let ms = |since: Instant| since.elapsed().as_secs_f64() * 1e3;
+        let at = Instant::now();
+        trainer.begin_step()?;
+        self.begin += ms(at);
+        let at = Instant::now();
+        let counts = pollster::block_on(trainer.counts())?;
+        self.wait += ms(at);
+        let at = Instant::now();
+        pollster::block_on(trainer.finish_step(counts))?;
+        self.finish += ms(at);
+        Ok(())
+    }
 }
 
 /// The `q` quantile (0..1) of `values`, nearest rank; 0 for none.
