@@ -143,6 +143,13 @@ enum Command {
         /// --resume, the checkpoint's].
         #[arg(long, value_parser = train_cmd::parse_on_off)]
         progressive: Option<bool>,
+        /// Per-view appearance compensation (on or off): each train view's render is seen
+        /// through its own learned colour transform (exposure, white balance) before the
+        /// loss, for captures whose exposure or colour changes from photo to photo; the
+        /// splats, the exports and the evaluation stay untransformed [default: off; with
+        /// --resume, the checkpoint's].
+        #[arg(long, value_parser = train_cmd::parse_on_off)]
+        appearance: Option<bool>,
     },
     /// Camera poses for a folder of photos or a video, computed by COLMAP (frames cut by
     /// ffmpeg): writes a dataset (images/, sparse/0/) that train and the window open.
@@ -293,6 +300,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             alpha_as_mask,
             transparency,
             progressive,
+            appearance,
         } => train_cmd::run(&train_cmd::TrainArgs {
             dataset,
             init,
@@ -313,6 +321,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             alpha_as_mask,
             transparency,
             progressive,
+            appearance,
         }),
         Command::Convert { input, output } => convert_cmd::run(&input, &output),
         Command::Poses(args) => poses_cmd::run(&args),

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
+use splat_trainer::appearance::ViewAppearance;
 use splat_trainer::checkpoint;
 use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
@@ -47,9 +48,11 @@ pub struct TrainArgs {
     /// Coarse-to-fine ([`Progressive::for_steps`]); `None`: off, or the checkpoint's when
     /// resuming.
     pub progressive: Option<bool>,
+    /// Per-view appearance compensation; `None`: off, or the checkpoint's when resuming.
+    pub appearance: Option<bool>,
 }
 
-/// `--progressive`: `on` or `off`.
+/// `--progressive`, `--appearance`: `on` or `off`.
 pub fn parse_on_off(text: &str) -> Result<bool, String> {
     match text {
         "on" => Ok(true),
@@ -97,6 +100,9 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     }
     if args.resume.is_some() && args.progressive.is_some() {
         bail!("--progressive: the checkpoint continues as it trained (leave the option out)");
+    }
+    if args.resume.is_some() && args.appearance.is_some() {
+        bail!("--appearance: the checkpoint continues as it trained (leave the option out)");
     }
     let (dataset, options) = match (&args.dataset, &args.resume) {
         (dataset, Some(checkpoint)) => {
@@ -150,6 +156,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             } else {
                 Progressive::OFF
             },
+            appearance: args.appearance.unwrap_or(false),
         };
         task.send(Command::Start { config })?;
     }
@@ -203,6 +210,8 @@ struct Tally {
     first_step: Option<u32>,
     /// Σ intersections and steps, for the mean GPU work of a step.
     intersections: (u64, u64),
+    /// With per-view appearance, the transforms as of the last evaluation.
+    appearance: Vec<ViewAppearance>,
 }
 
 impl Tally {
@@ -227,7 +236,7 @@ impl Tally {
             files.push(format!("splats.{extension} {}", human_bytes(bytes)));
         }
         let quality = last.map_or_else(String::new, |e| {
-            format!(", eval PSNR {:.2} dB, SSIM {:.4}", e.psnr, e.ssim)
+            format!(", eval PSNR {:.2} dB, SSIM {:.4}{}", e.psnr, e.ssim, compensated(&e))
         });
         progress.finish(&format!(
             "done: {step} steps, {written} splats{quality}; {} in {}",
@@ -236,23 +245,38 @@ impl Tally {
         ));
         let steps_run = step - self.first_step.unwrap_or(1) + 1;
         let (intersections, steps) = self.intersections;
-        let metrics = json!({
+        let mut metrics = json!({
             "steps": step,
             "seconds": seconds,
             "steps_per_second": f64::from(steps_run) / seconds,
             "final_psnr": last.map(|e| e.psnr),
             "final_ssim": last.map(|e| e.ssim),
+            "final_compensated_psnr": last.and_then(|e| e.compensated_psnr),
             "splats": written,
             "intersections_per_step": intersections as f64 / steps.max(1) as f64,
             "peak_gpu_bytes": self.peak,
             "eval": self.evals.iter().map(EvalPoint::json).collect::<Vec<_>>(),
         });
+        if !self.appearance.is_empty() {
+            metrics["appearance"] = self
+                .appearance
+                .iter()
+                .map(|v| json!({"view": v.name, "matrix": v.matrix, "offset": v.offset, "stops": v.stops()}))
+                .collect::<Vec<_>>()
+                .into();
+        }
         write_atomically(
             &out.join("metrics.json"),
             serde_json::to_string_pretty(&metrics)?.as_bytes(),
         )
         .map_err(anyhow::Error::msg)
     }
+}
+
+/// " (compensated PSNR … dB: right halves)" where the views had two halves, else nothing.
+fn compensated(eval: &EvalStats) -> String {
+    eval.compensated_psnr
+        .map_or_else(String::new, |p| format!(" (compensated PSNR {p:.2} dB: right halves)"))
 }
 
 /// One evaluation and where the run stood at it: for metrics.json's curve of the run.
@@ -272,6 +296,7 @@ impl EvalPoint {
             "step": eval.step,
             "psnr": eval.psnr,
             "ssim": eval.ssim,
+            "compensated_psnr": eval.compensated_psnr,
             "splats": splats,
             "seconds": seconds,
             "peak_gpu_bytes": peak_gpu_bytes,
@@ -288,6 +313,7 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
         start: Instant::now(),
         first_step: None,
         intersections: (0, 0),
+        appearance: Vec::new(),
     };
     let mut gpu = 0_u64;
     let mut latest = None;
@@ -325,8 +351,12 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
             }
             Event::Eval(eval) => {
                 progress.println(&format!(
-                    "step {}: eval PSNR {:.2} dB, SSIM {:.4} over {} views",
-                    eval.step, eval.psnr, eval.ssim, eval.views
+                    "step {}: eval PSNR {:.2} dB, SSIM {:.4}{} over {} views",
+                    eval.step,
+                    eval.psnr,
+                    eval.ssim,
+                    compensated(&eval),
+                    eval.views
                 ));
                 let seconds = tally.start.elapsed().as_secs_f64();
                 tally.evals.push(EvalPoint { eval, splats, seconds, peak_gpu_bytes: tally.peak });
@@ -365,6 +395,7 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
             Event::CheckpointSaved(path) => {
                 progress.println(&format!("checkpoint: {}", path.display()));
             }
+            Event::Appearance(views) => tally.appearance = views,
             Event::Finished { step } => return tally.finish(task, args, out, &progress, step),
             _ => {}
         }

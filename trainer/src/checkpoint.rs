@@ -23,8 +23,10 @@
 //! [`Splats`] arrays); then `adam_m.i`, `adam_v.i` for each Adam moment buffer `i`
 //! ([`HostOptimizerState::moments`], any lengths, as the GPU holds them: for a run whose
 //! `config.sh_precision` is `"f16"`, those of SH bands 1..=3 carry two binary16 values in the
-//! bits of each 32-bit value, see `ShPrecision`); last `densify` (any length). Sections
-//! start 8-byte aligned, so a reader may map them in place.
+//! bits of each 32-bit value, see `ShPrecision`); then `densify` (any length); last, only in
+//! the file of a run with per-view appearance (`config.appearance`), `appearance`
+//! ([`HostOptimizerState::appearance`]). Sections start 8-byte aligned, so a reader may map
+//! them in place.
 //!
 //! The metadata holds everything that is not a big array: `writer` (informational), `step`,
 //! `rng`, `order`, `splats` (N), `peak_splats` (the most splats the run has had, written
@@ -316,6 +318,9 @@ pub fn write(checkpoint: &Checkpoint, out: &mut impl Write) -> Result<(), Checkp
         sections.push(v);
     }
     sections.push(&snapshot.optimizer.densify);
+    if snapshot.config.appearance {
+        sections.push(&snapshot.optimizer.appearance);
+    }
 
     let section_count = u32::try_from(sections.len())
         .map_err(|_| CheckpointError::Unwritable("too many moment buffers".to_owned()))?;
@@ -717,7 +722,8 @@ struct Arrays {
 impl Arrays {
     /// Zeroed arrays for sections of `lens` f32 values, once they agree with `metadata`.
     fn zeroed(metadata: &Metadata, lens: &[usize]) -> Result<Self, CheckpointError> {
-        let count = 2 * u64::from(metadata.moments) + 7;
+        let appearance = usize::from(metadata.config.appearance);
+        let count = 2 * u64::from(metadata.moments) + 7 + appearance as u64;
         if count != lens.len() as u64 {
             return Err(damaged(format!(
                 "its metadata gives {} moment buffers, which need {count} sections, but its \
@@ -726,7 +732,7 @@ impl Arrays {
                 lens.len()
             )));
         }
-        let names = section_names(metadata.moments);
+        let names = section_names(metadata.moments, metadata.config.appearance);
         if metadata.sections != names {
             return Err(damaged(format!(
                 "its metadata lists the sections {:?}, expected {names:?}",
@@ -748,7 +754,9 @@ impl Arrays {
                 )));
             }
         }
-        let (moments, densify) = lens[SPLAT_SECTIONS.len()..].split_at(lens.len() - 7);
+        let optimizer = &lens[SPLAT_SECTIONS.len()..lens.len() - appearance];
+        let (moments, densify) = optimizer.split_at(optimizer.len() - 1);
+        let appearance = lens[lens.len() - appearance..].first().copied().unwrap_or(0);
         Ok(Self {
             splats: Splats {
                 means: vec![[0.0; 3]; n],
@@ -765,6 +773,7 @@ impl Arrays {
                     .map(|mv| (vec![0.0; mv[0]], vec![0.0; mv[1]]))
                     .collect(),
                 densify: vec![0.0; densify[0]],
+                appearance: vec![0.0; appearance],
             },
         })
     }
@@ -787,6 +796,8 @@ impl Arrays {
             sections.push(bytemuck::cast_slice_mut(v));
         }
         sections.push(bytemuck::cast_slice_mut(&mut self.optimizer.densify));
+        // Empty unless the run has per-view appearance (its section is the last one).
+        sections.push(bytemuck::cast_slice_mut(&mut self.optimizer.appearance));
         sections
     }
 
@@ -867,9 +878,14 @@ fn section_label(i: usize, count: usize) -> String {
     }
 }
 
-fn section_names(moments: u32) -> Vec<String> {
+/// The sections of a file with `moments` moment pairs, and per-view appearance or not.
+fn section_names(moments: u32, appearance: bool) -> Vec<String> {
     let count = SPLAT_SECTIONS.len() + 2 * moments as usize + 1;
-    (0..count).map(|i| section_label(i, count)).collect()
+    let mut names: Vec<String> = (0..count).map(|i| section_label(i, count)).collect();
+    if appearance {
+        names.push("appearance".to_owned());
+    }
+    names
 }
 
 // ---------------------------------------------------------------------------------------
@@ -910,7 +926,7 @@ impl Metadata {
                 .filter(|&peak| u64::from(peak) > snapshot.splats.len() as u64),
             sh_degree: snapshot.splats.sh_degree,
             moments,
-            sections: section_names(moments),
+            sections: section_names(moments, snapshot.config.appearance),
             dataset: DatasetDoc::from(&checkpoint.dataset),
             config: ConfigDoc::from(&snapshot.config),
         }
@@ -1053,6 +1069,10 @@ struct ConfigDoc {
     /// progressive resolution: every step at full size.
     #[serde(default)]
     progressive: [u32; 2],
+    /// Per-view appearance compensation; written only when on (then the file's last section
+    /// is `appearance`), so files without it read as off, what they trained with.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    appearance: bool,
 }
 
 impl From<&TrainConfig> for ConfigDoc {
@@ -1071,6 +1091,7 @@ impl From<&TrainConfig> for ConfigDoc {
             loss_weights,
             transparency,
             progressive,
+            appearance,
         } = config;
         Self {
             steps: *steps,
@@ -1086,6 +1107,7 @@ impl From<&TrainConfig> for ConfigDoc {
             loss_weights: loss_weights.into(),
             transparency: transparency.into(),
             progressive: [progressive.half_from, progressive.full_from],
+            appearance: *appearance,
         }
     }
 }
@@ -1106,6 +1128,7 @@ impl From<ConfigDoc> for TrainConfig {
             loss_weights,
             transparency,
             progressive: [half_from, full_from],
+            appearance,
         } = doc;
         Self {
             steps,
@@ -1121,6 +1144,7 @@ impl From<ConfigDoc> for TrainConfig {
             loss_weights: loss_weights.into(),
             transparency: transparency.into(),
             progressive: Progressive { half_from, full_from },
+            appearance,
         }
     }
 }
@@ -1594,7 +1618,7 @@ mod tests {
     /// images: it reads back as `Composite`, whatever today's default is; one written before
     /// `sh_precision` was stored trained in f32; one written before progressive resolution
     /// trained every step at full size; one written before the long-axis split split as
-    /// 3DGS does.
+    /// 3DGS does; one written before per-view appearance trained without it.
     #[test]
     fn configs_without_transparency_read_as_composite() {
         let config = TrainConfig {
@@ -1611,6 +1635,7 @@ mod tests {
             loss_weights: crate::loss::LossWeights::default(),
             transparency: Transparency::RandomBackground,
             progressive: Progressive::for_steps(10),
+            appearance: true,
         };
         let mut json = serde_json::to_value(ConfigDoc::from(&config)).expect("serialise");
         let written: ConfigDoc = serde_json::from_value(json.clone()).expect("read back");
@@ -1619,12 +1644,14 @@ mod tests {
         fields.remove("transparency");
         fields.remove("sh_precision");
         fields.remove("progressive");
+        assert_eq!(fields.remove("appearance"), Some(serde_json::json!(true)));
         let refine = fields["strategy"]["compact"]["refine"].as_object_mut().expect("an object");
         assert_eq!(refine.remove("split"), Some(serde_json::json!("long_axis")));
         let old = TrainConfig::from(serde_json::from_value::<ConfigDoc>(json).expect("older"));
         assert_eq!(old.transparency, Transparency::Composite);
         assert_eq!(old.sh_precision, ShPrecision::F32);
         assert_eq!(old.progressive, Progressive::OFF);
+        assert!(!old.appearance);
         let Strategy::Compact(compact) = old.strategy else { panic!("compact") };
         assert_eq!(compact.refine.split, SplitRule::Sampled);
     }

@@ -1,5 +1,6 @@
 //! Datasets, training and the trainer task. Knows nothing of any UI.
 
+pub mod appearance;
 pub mod checkpoint;
 pub mod dataset;
 pub mod densify;

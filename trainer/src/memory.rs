@@ -166,6 +166,8 @@ pub struct RunShape {
     /// Bytes of the dataset's images when the run keeps them all on the GPU
     /// (`ImagePlacement::Resident`); 0 when it streams them through two image buffers.
     pub resident_images: u64,
+    /// Train views with a per-view appearance transform (`TrainConfig::appearance`); 0 without.
+    pub appearance_views: u32,
 }
 
 impl RunShape {
@@ -181,6 +183,7 @@ impl RunShape {
             height,
             intersections_per_splat: DEFAULT_INTERSECTIONS_PER_SPLAT,
             resident_images: 0,
+            appearance_views: 0,
         }
     }
 
@@ -204,6 +207,12 @@ impl RunShape {
     #[must_use]
     pub fn with_splats(self, splats: u64) -> Self {
         Self { splats, ..self }
+    }
+
+    /// The same run with per-view appearance for `views` train views (0: without).
+    #[must_use]
+    pub fn with_appearance(self, views: u32) -> Self {
+        Self { appearance_views: views, ..self }
     }
 
     /// The same run storing SH bands 1..=3 with `sh_precision`.
@@ -293,6 +302,22 @@ impl MemoryModel {
         kept.add(Category::RasterizerScratch, pixels * LOSS_MAPS_BYTES_PER_PIXEL);
         kept.add(Category::RasterizerScratch, tiles * 16); // per-tile sums
         kept.add(Category::Other, tiles * 16 + LOSS_PARAMS_BYTES); // their readback, params
+        if shape.appearance_views > 0 {
+            // appearance/mod.rs `AppearanceState`: the transforms and their moments, the
+            // corrected image and its gradient, the per-workgroup sums, the uniform, the
+            // evaluation's read-back.
+            let state = crate::appearance::AppearanceState::bytes(
+                shape.appearance_views,
+                u32::try_from(pixels).unwrap_or(u32::MAX),
+            );
+            let transforms = u64::from(shape.appearance_views)
+                * (crate::appearance::PARAMS + crate::appearance::MOMENTS) as u64
+                * 4;
+            let other = crate::appearance::AppearanceState::other_bytes(pixels);
+            kept.add(Category::OptimizerState, transforms);
+            kept.add(Category::Other, other);
+            kept.add(Category::RasterizerScratch, state - transforms - other);
+        }
 
         // A step at the cap: the train state and the rasterizer's scratch, grown for the cap
         // and for the most intersections.
@@ -332,8 +357,8 @@ impl MemoryModel {
         Prediction { peak_bytes, by_category }
     }
 
-    /// How a run of up to `max_splats` splats on `dataset` fits a memory budget: its
-    /// shape, where its images live and its splat cap (at most `max_splats`, at least 1
+    /// How a run of up to `max_splats` splats on `dataset` (with per-view appearance or not,
+    /// `TrainConfig::appearance`) fits a memory budget: its shape, where its images live and its splat cap (at most `max_splats`, at least 1
     /// unless the device's binding limits, when given, cannot hold one splat's run at all),
     /// under the budget and the limits. The images stay on the
     /// GPU unless that would lower the cap: splats come first.
@@ -342,7 +367,7 @@ impl MemoryModel {
         &self,
         dataset: &Dataset,
         max_splats: u32,
-        (sh_degree, sh_precision): (u32, ShPrecision),
+        (sh_degree, sh_precision, appearance): (u32, ShPrecision, bool),
         budget_bytes: u64,
         limits: Option<&wgpu::Limits>,
     ) -> RunPlan {
@@ -366,8 +391,11 @@ impl MemoryModel {
                 (n, cap) => (n.max(1), cap),
             }
         };
+        let views =
+            if appearance { u32::try_from(dataset.train.len()).unwrap_or(u32::MAX) } else { 0 };
         let resident = RunShape::for_dataset(dataset, u64::from(max_splats), sh_degree)
-            .with_precision(sh_precision);
+            .with_precision(sh_precision)
+            .with_appearance(views);
         let streamed = resident.streamed();
         match (fit(&resident), fit(&streamed)) {
             ((with_images, cap), (without, _)) if with_images >= without => RunPlan {
@@ -779,6 +807,7 @@ impl MeasuredRun {
             loss_weights: LossWeights::default(),
             transparency: Transparency::default(),
             progressive: Progressive::OFF,
+            appearance: false,
         }
     }
 

@@ -525,6 +525,7 @@ fn check_training(
         loss_weights: LossWeights::default(),
         transparency: Transparency::default(),
         progressive: Progressive::OFF,
+        appearance: false,
     };
     let profiled = profile && ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY);
     let kernels = Arc::new(TrainKernels::new(ctx)?);

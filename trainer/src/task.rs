@@ -178,6 +178,9 @@ pub enum Event {
     /// A step's loss, read back a step or so after the step (see `Trainer::next_metrics`).
     Metrics(StepMetrics),
     Eval(EvalStats),
+    /// With per-view appearance, each train view's learned transform (sent after each
+    /// evaluation).
+    Appearance(Vec<crate::appearance::ViewAppearance>),
     /// The run reached its planned steps (it stays, paused: export it or extend it).
     Finished {
         step: u32,
@@ -761,7 +764,7 @@ impl Task {
         let RunPlan { shape, placement, max_splats, cap } = model.plan_run(
             dataset,
             config.max_splats,
-            (config.sh_degree, config.sh_precision),
+            (config.sh_degree, config.sh_precision, config.appearance),
             self.memory_budget,
             Some(&limits),
         );
@@ -868,6 +871,10 @@ impl Task {
         };
         let eval = (eval_every > 0 && stats.step % eval_every == 0) || stats.step >= planned;
         let eval = if eval { Some(trainer.evaluate_async().await) } else { None };
+        let appearance = match eval {
+            Some(Ok(_)) => trainer.appearance_async().await,
+            _ => Ok(None),
+        };
         self.emit(Event::Step(stats)).await;
         if let Some(refine) = stats.refine.filter(RefineStats::halved) {
             self.warn(format!(
@@ -882,7 +889,16 @@ impl Task {
         }
         self.emit_metrics().await;
         match eval {
-            Some(Ok(eval)) => self.emit(Event::Eval(eval)).await,
+            Some(Ok(eval)) => {
+                self.emit(Event::Eval(eval)).await;
+                match appearance {
+                    Ok(Some(views)) => self.emit(Event::Appearance(views)).await,
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.warn(format!("reading the per-view appearance failed: {e}")).await;
+                    }
+                }
+            }
             Some(Err(e)) => self.warn(format!("evaluation failed: {e}")).await,
             None => {}
         }
@@ -1138,7 +1154,7 @@ impl Task {
             .plan_run(
                 &dataset,
                 saved.max_splats,
-                (saved.sh_degree, saved.sh_precision),
+                (saved.sh_degree, saved.sh_precision, saved.appearance),
                 self.memory_budget,
                 Some(&self.ctx.device.limits()),
             )

@@ -22,6 +22,7 @@ use splat_render::{
     RenderSettings, Renderer, ShPrecision, wgpu,
 };
 
+use crate::appearance::{AppearanceKernels, AppearanceState, AppearanceStep};
 use crate::dataset::{Dataset, View};
 use crate::densify::{Densifier, RefineStats, Strategy, TrainState};
 use crate::loss::{
@@ -131,6 +132,9 @@ pub struct TrainConfig {
     pub transparency: Transparency,
     /// Coarse-to-fine: the steps on smaller images at the start of the run.
     pub progressive: Progressive,
+    /// Per-view appearance compensation: each train view's render seen through its own
+    /// learned colour transform before the loss ([`crate::appearance`]).
+    pub appearance: bool,
 }
 
 /// Coarse-to-fine training: the steps before `half_from` train on images shrunk four times
@@ -236,6 +240,11 @@ pub struct EvalStats {
     pub psnr: f64,
     pub ssim: f64,
     pub views: usize,
+    /// With per-view appearance, the mean over views of
+    /// [`crate::appearance::compensated_psnr`]: each view's right half through the colour
+    /// transform fitted on its left half, the figure that does not reward an exposure baked
+    /// into the splats; `None` without, or when no view has pixels on both halves.
+    pub compensated_psnr: Option<f64>,
 }
 
 /// The optimizer side of a run, on the host: what a paused run moves off the GPU and what a
@@ -249,6 +258,9 @@ pub struct HostOptimizerState {
     pub moments: Vec<(Vec<f32>, Vec<f32>)>,
     /// Densification statistics `[N, 3]` (NDC gradient norm sum, visible count, radius).
     pub densify: Vec<f32>,
+    /// Per-view appearance: every train view's transform, then every view's optimizer row
+    /// ([`AppearanceState::download`]); empty without compensation or before its first step.
+    pub appearance: Vec<f32>,
 }
 
 /// Everything a run needs to continue as if it had never stopped.
@@ -287,6 +299,9 @@ struct StepScratch {
     /// and the next one's), sized for the largest image shrunk twice; dropped when the run
     /// reaches full size.
     coarse: Option<CoarseTargets>,
+    /// The per-view transforms, with [`TrainConfig::appearance`] (downloaded when the run
+    /// pauses: they are run state).
+    appearance: Option<AppearanceState>,
 }
 
 /// [`StepScratch::coarse`]: the two slots, and the host buffers the images are shrunk and
@@ -441,15 +456,25 @@ enum TargetRef {
 }
 
 impl StepScratch {
+    /// `appearance`: the run's per-view transforms as the host keeps them, when it has
+    /// compensation on.
     fn new(
         ctx: &GpuContext,
         kernels: &TrainKernels,
         dataset: &Dataset,
-        placement: ImagePlacement,
+        (placement, appearance): (ImagePlacement, Option<&[f32]>),
         owner: Owner,
     ) -> Result<Self, GpuError> {
         let (width, height) = dataset.largest_image();
         let pixels = u64::from(width) * u64::from(height);
+        let appearance = match appearance {
+            Some(host) => {
+                let views = u32::try_from(dataset.train.len()).unwrap_or(u32::MAX);
+                let capacity = u32::try_from(pixels).unwrap_or(u32::MAX);
+                Some(AppearanceState::new(ctx, views, capacity, host, owner)?)
+            }
+            None => None,
+        };
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
         let loss = kernels.loss.scratch(ctx, width, height, owner)?;
         Ok(Self {
@@ -465,6 +490,7 @@ impl StepScratch {
             )?,
             targets: Targets::new(ctx, dataset, placement, owner)?,
             coarse: None,
+            appearance,
         })
     }
 
@@ -523,6 +549,7 @@ pub struct TrainKernels {
     loss: ImageLoss,
     adam: Adam,
     densifier: Densifier,
+    appearance: AppearanceKernels,
 }
 
 impl TrainKernels {
@@ -536,6 +563,7 @@ impl TrainKernels {
                 loss: ImageLoss::new(ctx),
                 adam: Adam::new(ctx),
                 densifier: Densifier::new(ctx),
+                appearance: AppearanceKernels::new(ctx),
             })
         })
     }
@@ -925,27 +953,29 @@ impl Trainer {
     /// [`Trainer::pause`], awaiting the GPU without blocking the thread.
     pub async fn pause_async(&mut self) -> Result<(), GpuError> {
         match self.run.take().ok_or_else(torn_down)? {
-            Run::Active(state, mut scratch) => match download_optimizer(&self.ctx, &state).await {
-                Ok(host) => {
-                    // The run's last losses, before their buffers go.
-                    if let Err(e) = scratch.metrics.settle(&self.ctx).await {
-                        self.run = Some(Run::Active(state, scratch));
-                        return Err(e);
+            Run::Active(state, mut scratch) => {
+                match download_optimizer(&self.ctx, &state, &scratch).await {
+                    Ok(host) => {
+                        // The run's last losses, before their buffers go.
+                        if let Err(e) = scratch.metrics.settle(&self.ctx).await {
+                            self.run = Some(Run::Active(state, scratch));
+                            return Err(e);
+                        }
+                        collect_metrics(&mut scratch.metrics, &mut self.metrics);
+                        self.begun = None;
+                        drop(scratch);
+                        let TrainState { splats, grads, adam } = state;
+                        drop((grads, adam));
+                        self.run = Some(Run::Paused(splats, host));
+                        // Frees what was dropped now, not at the next submit.
+                        self.ctx.idle().await
                     }
-                    collect_metrics(&mut scratch.metrics, &mut self.metrics);
-                    self.begun = None;
-                    drop(scratch);
-                    let TrainState { splats, grads, adam } = state;
-                    drop((grads, adam));
-                    self.run = Some(Run::Paused(splats, host));
-                    // Frees what was dropped now, not at the next submit.
-                    self.ctx.idle().await
+                    Err(e) => {
+                        self.run = Some(Run::Active(state, scratch));
+                        Err(e)
+                    }
                 }
-                Err(e) => {
-                    self.run = Some(Run::Active(state, scratch));
-                    Err(e)
-                }
-            },
+            }
             paused @ Run::Paused(..) => {
                 self.run = Some(paused);
                 Ok(())
@@ -959,11 +989,12 @@ impl Trainer {
             Run::Paused(splats, host) => {
                 let restored =
                     restore_optimizer(&self.ctx, splats, &host, self.owner).and_then(|state| {
+                        let appearance = self.config.appearance.then_some(&host.appearance[..]);
                         let scratch = Box::new(StepScratch::new(
                             &self.ctx,
                             &self.kernels,
                             &self.dataset,
-                            self.placement,
+                            (self.placement, appearance),
                             self.owner,
                         )?);
                         Ok((state, scratch))
@@ -1102,12 +1133,31 @@ impl Trainer {
                 counts,
             )?;
             let target = scratch.train_target(view, step0);
+            // With per-view appearance the loss sees the render through the view's transform,
+            // and its gradient goes back through it before the rasterizer's backward.
+            let appearance = scratch.appearance.as_ref().map(|a| {
+                let step = AppearanceStep {
+                    rendered: &scratch.frame.image,
+                    v_rendered: &scratch.v_image,
+                    view: view as u32,
+                    pixels: camera.width * camera.height,
+                    lr: crate::appearance::learning_rate(step0, config.steps),
+                };
+                (a, step)
+            });
+            if let Some((a, step)) = &appearance {
+                a.encode_apply(&ctx, &kernels.appearance, &mut encoder, step)?;
+            }
+            let (rendered, v_image) = match &appearance {
+                Some((a, _)) => (a.corrected(), a.v_corrected()),
+                None => (&*scratch.frame.image, &*scratch.v_image),
+            };
             let images = LossImages {
-                rendered: &scratch.frame.image,
+                rendered,
                 target,
                 width: camera.width,
                 height: camera.height,
-                v_image: Some(&scratch.v_image),
+                v_image: Some(v_image),
             };
             kernels.loss.encode_with(
                 &ctx,
@@ -1118,6 +1168,9 @@ impl Trainer {
                 &scratch.loss,
             )?;
             scratch.metrics.record(&mut encoder, &scratch.loss, step_number)?;
+            if let Some((a, step)) = &appearance {
+                a.encode_backward(&ctx, &kernels.appearance, &mut encoder, step)?;
+            }
             kernels.renderer.record_backward(
                 &ctx,
                 &mut encoder,
@@ -1248,6 +1301,24 @@ impl Trainer {
         pollster::block_on(self.evaluate_async())
     }
 
+    /// Each train view's learned colour transform, with per-view appearance on (`None` off, or
+    /// while paused, when the host keeps them). Reads them back: for the window, at
+    /// evaluations, not every step.
+    pub async fn appearance_async(
+        &self,
+    ) -> Result<Option<Vec<crate::appearance::ViewAppearance>>, GpuError> {
+        let values = match self.run.as_ref() {
+            Some(Run::Active(_, scratch)) => match &scratch.appearance {
+                Some(appearance) => appearance.download(&self.ctx).await?,
+                None => return Ok(None),
+            },
+            Some(Run::Paused(_, host)) if self.config.appearance => host.appearance.clone(),
+            _ => return Ok(None),
+        };
+        let names: Vec<String> = self.dataset.train.iter().map(|v| v.name.clone()).collect();
+        Ok(Some(crate::appearance::ViewAppearance::from_values(&values, &names)))
+    }
+
     /// [`Trainer::evaluate`], awaiting the GPU (twice per view) without blocking the thread.
     pub async fn evaluate_async(&mut self) -> Result<EvalStats, GpuError> {
         let ctx = self.ctx.clone();
@@ -1265,6 +1336,7 @@ impl Trainer {
             return Err(if self.run.is_some() { paused() } else { torn_down() });
         };
         let (mut psnr, mut ssim) = (0.0, 0.0);
+        let (mut compensated, mut counted) = (0.0, 0_usize);
         for (i, view) in views.iter().enumerate() {
             let which = if eval { TargetRef::Eval(i, slot) } else { TargetRef::Train(i, slot) };
             scratch.targets.prepare(&ctx, view, which);
@@ -1307,9 +1379,19 @@ impl Trainer {
             let metrics = scratch.loss.read_recorded(&ctx, layout).await?;
             psnr += metrics.psnr();
             ssim += metrics.ssim;
+            if let Some(appearance) = &scratch.appearance {
+                let pixels = view.camera.width * view.camera.height;
+                let render = appearance.read_image(&ctx, &scratch.frame.image, pixels).await?;
+                let mask = view.mask.as_ref();
+                if let Some(p) = crate::appearance::compensated_psnr(&render, &view.image, mask) {
+                    compensated += p;
+                    counted += 1;
+                }
+            }
         }
         let n = views.len().max(1) as f64;
-        Ok(EvalStats { step, psnr: psnr / n, ssim: ssim / n, views: views.len() })
+        let compensated_psnr = (counted > 0).then(|| compensated / counted as f64);
+        Ok(EvalStats { step, psnr: psnr / n, ssim: ssim / n, views: views.len(), compensated_psnr })
     }
 
     /// The current splats, read back from the GPU (active or paused). Blocks: async code
@@ -1334,7 +1416,7 @@ impl Trainer {
     /// to the scheduler that the blocking call holds.
     pub async fn snapshot_async(&self) -> Result<RunSnapshot, GpuError> {
         let optimizer = match self.run.as_ref().ok_or_else(torn_down)? {
-            Run::Active(state, _) => download_optimizer(&self.ctx, state).await?,
+            Run::Active(state, scratch) => download_optimizer(&self.ctx, state, scratch).await?,
             Run::Paused(_, host) => host.clone(),
         };
         Ok(RunSnapshot {
@@ -1363,6 +1445,7 @@ fn collect_metrics(ring: &mut MetricsRing, out: &mut std::collections::VecDeque<
 async fn download_optimizer(
     ctx: &GpuContext,
     state: &TrainState,
+    scratch: &StepScratch,
 ) -> Result<HostOptimizerState, GpuError> {
     let mut moments = Vec::with_capacity(8);
     for m in state.adam.moments() {
@@ -1374,7 +1457,11 @@ async fn download_optimizer(
     }
     let floats = (state.grads.densify.size() / 4) as usize;
     let densify = read_f32_async(ctx, &state.grads.densify, floats).await?;
-    Ok(HostOptimizerState { moments, densify })
+    let appearance = match &scratch.appearance {
+        Some(appearance) => appearance.download(ctx).await?,
+        None => Vec::new(),
+    };
+    Ok(HostOptimizerState { moments, densify, appearance })
 }
 
 /// Gradients (zero) and moments for `splats`, the moments and statistics from `host` where

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use egui_plot::PlotPoint;
 
+use splat_trainer::appearance::ViewAppearance;
 use splat_trainer::render::{Category, LedgerSnapshot};
 use splat_trainer::train::{EvalStats, StepMetrics, StepStats};
 
@@ -55,6 +56,9 @@ pub struct History {
     /// GPU memory by ledger category in MiB (the plot's unit), sampled with the memory
     /// events.
     pub memory: BTreeMap<Category, Series>,
+    /// With per-view appearance, the exposure of each train view's transform in stops, per
+    /// channel (x: the view's place among the train views), as of the last evaluation.
+    pub appearance: [Vec<PlotPoint>; 3],
     last_step: u32,
 }
 
@@ -75,6 +79,19 @@ impl History {
         self.eval_psnr.points.push(PlotPoint::new(eval.step, eval.psnr));
         if self.eval_psnr.points.len() > MAX_POINTS {
             self.eval_psnr.points.remove(0);
+        }
+    }
+
+    /// The per-view transforms sent after an evaluation: each view's channel gains in stops.
+    pub fn appearance(&mut self, views: &[ViewAppearance]) {
+        for (channel, points) in self.appearance.iter_mut().enumerate() {
+            *points = views
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    PlotPoint::new(i as f64, f64::from(v.matrix[channel][channel].max(1e-6).log2()))
+                })
+                .collect();
         }
     }
 
@@ -147,7 +164,13 @@ mod tests {
             });
             history.metrics(&StepMetrics { step, loss: 0.1, train_psnr: 20.0 });
             history.memory(&snapshot);
-            history.eval(&EvalStats { step, psnr: 20.0, ssim: 0.5, views: 1 });
+            history.eval(&EvalStats {
+                step,
+                psnr: 20.0,
+                ssim: 0.5,
+                views: 1,
+                compensated_psnr: None,
+            });
         }
         assert!(history.len() <= (4 + Category::ALL.len()) * MAX_POINTS);
     }

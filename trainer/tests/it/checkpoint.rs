@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use splat_formats::random::SplitMix64;
 use splat_render::ShPrecision;
 use splat_test_support::{TempDir, copy_dir, data, dataset_path};
+use splat_trainer::appearance;
 use splat_trainer::checkpoint::{
     self, Checkpoint, CheckpointError, DatasetIdentity, dataset_identity,
 };
@@ -136,6 +137,7 @@ fn random_config(rng: &mut Rng, mcmc: bool) -> TrainConfig {
             _ => Transparency::AlphaLoss(rng.f32_not_nan()),
         },
         progressive: Progressive { half_from: rng.u32(), full_from: rng.u32() },
+        appearance: false,
     }
 }
 
@@ -164,12 +166,13 @@ fn gpu_moments(rng: &mut Rng, n: usize, sh_degree: u32) -> Vec<(Vec<f32>, Vec<f3
 
 fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Checkpoint {
     let views = rng.below(50) as u32;
-    Checkpoint {
+    let mut checkpoint = Checkpoint {
         snapshot: RunSnapshot {
             splats: random_splats(rng, n, sh_degree),
             optimizer: HostOptimizerState {
                 moments: gpu_moments(rng, n, sh_degree),
                 densify: rng.floats(3 * n),
+                appearance: Vec::new(),
             },
             step: rng.u32(),
             rng: rng.next(),
@@ -190,7 +193,18 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
                 alpha_as_mask: rng.below(2) == 1,
             }),
         },
+    };
+    // Half with per-view appearance: its section of transforms and their moments (of a few
+    // views: the file does not tie its length to the dataset's views; resuming does). Drawn
+    // last, so the rest is what these seeds drew before appearance existed.
+    if rng.below(2) == 1 {
+        let views = rng.below(4) as usize;
+        let snapshot = &mut checkpoint.snapshot;
+        snapshot.config.appearance = true;
+        snapshot.optimizer.appearance =
+            rng.floats(views * (appearance::PARAMS + appearance::MOMENTS));
     }
+    checkpoint
 }
 
 fn to_bytes(checkpoint: &Checkpoint) -> Vec<u8> {
@@ -224,6 +238,7 @@ fn assert_bit_exact(read: &Checkpoint, written: &Checkpoint) {
         assert_eq!(bits(av), bits(bv));
     }
     assert_eq!(bits(&a.optimizer.densify), bits(&b.optimizer.densify));
+    assert_eq!(bits(&a.optimizer.appearance), bits(&b.optimizer.appearance));
     assert_eq!((a.step, a.rng, &a.order, a.peak_splats), (b.step, b.rng, &b.order, b.peak_splats));
     assert_eq!(format!("{:?}", a.config), format!("{:?}", b.config));
     assert_eq!(read.dataset, written.dataset);

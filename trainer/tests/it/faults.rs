@@ -47,6 +47,7 @@ fn config(steps: u32, max_splats: u32) -> TrainConfig {
         loss_weights: LossWeights::default(),
         transparency: Transparency::default(),
         progressive: Progressive::OFF,
+        appearance: false,
     }
 }
 

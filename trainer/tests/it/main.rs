@@ -3,6 +3,7 @@
 //! their own (`splat_test_support::own_process`).
 
 mod adam;
+mod appearance;
 mod checkpoint;
 mod dataset;
 mod dataset_malformed;

@@ -301,7 +301,7 @@ fn images_stay_resident_unless_they_cost_splats() {
     let data = desk_statue(256);
     let model = MemoryModel::default();
     let requested = 50_000;
-    let sh = (3, ShPrecision::F32);
+    let sh = (3, ShPrecision::F32, false);
     let roomy = model.plan_run(&data, requested, sh, u64::MAX / 4, None);
     assert_eq!(roomy.placement, ImagePlacement::Resident);
     assert_eq!(roomy.max_splats, requested);

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use splat_render::{Category, Owner, ShPrecision};
+use splat_trainer::appearance::{MOMENTS, PARAMS};
 use splat_trainer::densify::{CompactConfig, DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
 use splat_trainer::train::{RunSnapshot, TrainConfig, Trainer};
@@ -36,20 +37,26 @@ fn losses(trainer: &mut Trainer, steps: u32) -> Vec<f64> {
 
 #[test]
 fn pause_resume_and_snapshots_continue_exactly() {
-    pause_resume_and_snapshots_continue_exactly_with(ShPrecision::F32);
+    pause_resume_and_snapshots_continue_exactly_with(ShPrecision::F32, false);
 }
 
 /// The same with SH band 1 and its moments in 16 bits (stochastic rounding in Adam).
 #[test]
 fn sixteen_bit_sh_pauses_resumes_and_restores_exactly() {
-    pause_resume_and_snapshots_continue_exactly_with(ShPrecision::F16);
+    pause_resume_and_snapshots_continue_exactly_with(ShPrecision::F16, false);
 }
 
-fn pause_resume_and_snapshots_continue_exactly_with(precision: ShPrecision) {
+/// The same with per-view appearance: its transforms and their moments are run state.
+#[test]
+fn per_view_appearance_pauses_resumes_and_restores_exactly() {
+    pause_resume_and_snapshots_continue_exactly_with(ShPrecision::F32, true);
+}
+
+fn pause_resume_and_snapshots_continue_exactly_with(precision: ShPrecision, appearance: bool) {
     let data = desk_statue(48);
     let init = splats_from_points(data.init_points.as_ref().unwrap(), 1);
     let ctx = context();
-    let config = || config(precision);
+    let config = || TrainConfig { appearance, ..config(precision) };
 
     // The uninterrupted run. Training is bit-reproducible (no float atomics), so an
     // interrupted run must match it exactly.
@@ -84,6 +91,15 @@ fn pause_resume_and_snapshots_continue_exactly_with(precision: ShPrecision) {
         before_pause,
         "pause → resume restores the state bit for bit"
     );
+    // With appearance, 20 steps (one epoch of desk-statue's 20 train views) have moved every
+    // view's transform away from the identity.
+    let transforms = &before_pause.optimizer.appearance;
+    assert_eq!(transforms.is_empty(), !appearance);
+    if appearance {
+        let views = data.train.len();
+        assert_eq!(transforms.len(), views * (PARAMS + MOMENTS));
+        assert!(transforms[..views * PARAMS].chunks(PARAMS).all(|t| t.iter().any(|&p| p != 0.0)));
+    }
     resumed.extend(losses(&mut b, 20));
 
     // Snapshot at 40, restore into a new run, continue 30 steps.
