@@ -70,6 +70,7 @@ use splat_render::{
     Renderer, ShPrecision, TILE_SIZE, device_memory, human_bytes, wgpu,
 };
 
+use crate::appearance::AppearanceState;
 use crate::dataset::Dataset;
 use crate::densify::{DefaultConfig, McmcConfig, Strategy};
 use crate::init::splats_from_points;
@@ -303,20 +304,11 @@ impl MemoryModel {
         kept.add(Category::RasterizerScratch, tiles * 16); // per-tile sums
         kept.add(Category::Other, tiles * 16 + LOSS_PARAMS_BYTES); // their readback, params
         if shape.appearance_views > 0 {
-            // appearance/mod.rs `AppearanceState`: the transforms and their moments, the
-            // corrected image and its gradient, the per-workgroup sums, the uniform, the
-            // evaluation's read-back.
-            let state = crate::appearance::AppearanceState::bytes(
-                shape.appearance_views,
-                u32::try_from(pixels).unwrap_or(u32::MAX),
-            );
-            let transforms = u64::from(shape.appearance_views)
-                * (crate::appearance::PARAMS + crate::appearance::MOMENTS) as u64
-                * 4;
-            let other = crate::appearance::AppearanceState::other_bytes(pixels);
-            kept.add(Category::OptimizerState, transforms);
-            kept.add(Category::Other, other);
-            kept.add(Category::RasterizerScratch, state - transforms - other);
+            // appearance/mod.rs `AppearanceState`.
+            let state = AppearanceState::bytes_by_category(shape.appearance_views, pixels);
+            for (category, bytes) in state {
+                kept.add(category, bytes);
+            }
         }
 
         // A step at the cap: the train state and the rasterizer's scratch, grown for the cap
@@ -358,9 +350,9 @@ impl MemoryModel {
     }
 
     /// How a run of up to `max_splats` splats on `dataset` (with per-view appearance or not,
-    /// `TrainConfig::appearance`) fits a memory budget: its shape, where its images live and its splat cap (at most `max_splats`, at least 1
-    /// unless the device's binding limits, when given, cannot hold one splat's run at all),
-    /// under the budget and the limits. The images stay on the
+    /// `TrainConfig::appearance`) fits a memory budget: its shape, where its images live and
+    /// its splat cap (at most `max_splats`, at least 1 unless the device's binding limits,
+    /// when given, cannot hold one splat's run at all), under the budget and the limits. The images stay on the
     /// GPU unless that would lower the cap: splats come first.
     #[must_use]
     pub fn plan_run(

@@ -240,23 +240,19 @@ impl AppearanceState {
         })
     }
 
-    /// GPU bytes of a state for `views` views and images of `pixels` pixels (the memory
-    /// model's figure; what [`AppearanceState::new`] allocates).
+    /// GPU bytes of a state for `views` views and images of `pixels` pixels by ledger
+    /// category (the memory model's figures; what [`AppearanceState::new`] allocates): the
+    /// transforms and their moments, the images and sums, the uniform and the read-back.
     #[must_use]
-    pub fn bytes(views: u32, pixels: u32) -> u64 {
+    pub fn bytes_by_category(views: u32, pixels: u64) -> [(Category, u64); 3] {
         let rows = u64::from(views.max(1));
-        let groups = u64::from(pixels.div_ceil(WORKGROUP).max(1));
-        rows * (PARAMS + MOMENTS) as u64 * 4
-            + size_of::<AppearanceUniform>() as u64
-            + groups * PARAMS as u64 * 4
-            + 3 * u64::from(pixels.max(1)) * PIXEL_BYTES
-    }
-
-    /// The part of [`AppearanceState::bytes`] in the ledger's "other" category (the uniform
-    /// and the evaluation's read-back) for images of `pixels` pixels.
-    #[must_use]
-    pub fn other_bytes(pixels: u64) -> u64 {
-        size_of::<AppearanceUniform>() as u64 + pixels.max(1) * PIXEL_BYTES
+        let pixels = pixels.max(1);
+        let groups = pixels.div_ceil(u64::from(WORKGROUP));
+        [
+            (Category::OptimizerState, rows * (PARAMS + MOMENTS) as u64 * 4),
+            (Category::RasterizerScratch, groups * PARAMS as u64 * 4 + 2 * pixels * PIXEL_BYTES),
+            (Category::Other, size_of::<AppearanceUniform>() as u64 + pixels * PIXEL_BYTES),
+        ]
     }
 
     /// The first `pixels` rgba pixels of `image` (an evaluation's render), as f32s: through
