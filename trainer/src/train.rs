@@ -24,7 +24,7 @@ use splat_render::{
 
 use crate::appearance::{AppearanceKernels, AppearanceState, AppearanceStep};
 use crate::dataset::{Dataset, View};
-use crate::densify::{Densifier, RefineStats, Strategy, TrainState};
+use crate::densify::{Densifier, RefineInputs, RefineStats, Strategy, TrainState};
 use crate::loss::{
     ImageLoss, LossImages, LossScratch, LossWeights, MetricsRing, TargetTransparency, target_words,
 };
@@ -576,6 +576,9 @@ pub struct Trainer {
     config: TrainConfig,
     dataset: Arc<Dataset>,
     extent: f32,
+    /// The longest side of the largest train image, in pixels (at full size; compact's
+    /// growth threshold follows the size trained at, [`crate::densify::CompactConfig::grad_threshold_at`]).
+    image_size: u32,
     /// [`TrainConfig::transparency`] where the dataset has transparency, `Composite` where it
     /// has none (nothing to supervise).
     transparency: Transparency,
@@ -823,6 +826,12 @@ impl Trainer {
             ctx: ctx.clone(),
             owner,
             extent: scene_extent(&dataset),
+            image_size: dataset
+                .train
+                .iter()
+                .map(|v| v.camera.width.max(v.camera.height))
+                .max()
+                .unwrap_or(0),
             transparency: if dataset.has_transparency() {
                 config.transparency
             } else {
@@ -1049,8 +1058,10 @@ impl Trainer {
     }
 
     /// Submits the first part of a step: the current view's projection and its counts
-    /// (visible splats, tile intersections). Nothing of the run changes until [`Trainer::finish_step`]; calling
-    /// this again starts the step over (a step abandoned for a command costs its projection).
+    /// (visible splats, tile intersections), after the opacity reset the last step scheduled
+    /// if any ([`Densifier::reset_scheduled_by`]). Nothing else of the run changes until
+    /// [`Trainer::finish_step`]; calling this again starts the step over (a step abandoned for
+    /// a command costs its projection; the reset is idempotent).
     pub fn begin_step(&mut self) -> Result<(), GpuError> {
         let ctx = self.ctx.clone();
         let view = self.current_view();
@@ -1060,6 +1071,7 @@ impl Trainer {
         let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
             return Err(if self.run.is_some() { paused() } else { torn_down() });
         };
+        self.kernels.densifier.reset_scheduled_by(&ctx, &self.config.strategy, self.step, state)?;
         if ctx.is_profiling() {
             // The previous step's passes form one frame of timings.
             let mut encoder = ctx.device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -1226,11 +1238,14 @@ impl Trainer {
             .after_step(
                 &ctx,
                 &self.config.strategy,
-                step_number,
-                self.extent,
-                self.config.max_splats,
-                self.peak_splats,
-                seed,
+                RefineInputs {
+                    step: step_number,
+                    scene_extent: self.extent,
+                    max_splats: self.config.max_splats,
+                    peak_splats: self.peak_splats,
+                    seed,
+                    image_size: self.image_size / self.config.progressive.divisor(step0),
+                },
                 state,
                 self.owner,
             )

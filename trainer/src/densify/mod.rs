@@ -148,10 +148,12 @@ impl DefaultConfig {
             && step.is_multiple_of(self.refine_every)
     }
 
-    /// Whether `step` resets opacities (after the refinement of that step, as in 3DGS).
+    /// Whether `step` resets opacities (after the refinement of that step, as in 3DGS; applied
+    /// before the next step's forward, [`Densifier::reset_scheduled_by`]).
     #[must_use]
     pub fn resets_opacity_at(&self, step: u32) -> bool {
-        step < self.stop
+        step > 0
+            && step < self.stop
             && self.opacity_reset_every > 0
             && step.is_multiple_of(self.opacity_reset_every)
     }
@@ -248,7 +250,8 @@ pub struct CompactConfig {
 
 impl Default for CompactConfig {
     /// Measured on the shared captures (BENCHMARKS.md, "Compact refinement"): 4× the 3DGS
-    /// gradient threshold keeps the splats that only chase noise from growing, and 10% a
+    /// gradient threshold keeps the splats that only chase noise from growing at 96–160 px
+    /// (it falls with larger images, [`CompactConfig::grad_threshold_at`]), and 10% a
     /// refinement lets a run grow to about 4× its peak in its first 2,000 steps.
     fn default() -> Self {
         Self {
@@ -263,6 +266,48 @@ impl Default for CompactConfig {
             opacity_reg: 0.01,
         }
     }
+}
+
+/// The longest image side (pixels) up to which compact grows at its own gradient threshold
+/// (`CompactConfig::refine.grad_threshold`, measured at 96–160 px); above it the threshold
+/// falls as 1 / size to 3DGS's (0.0002, tuned for about 1,000 px) at 4× this size
+/// ([`CompactConfig::grad_threshold_at`]).
+pub const COMPACT_THRESHOLD_SIZE: u32 = 160;
+
+impl CompactConfig {
+    /// The gradient threshold for growth on images whose longest side is `image_size` pixels:
+    /// `refine.grad_threshold` up to [`COMPACT_THRESHOLD_SIZE`], then scaled by
+    /// `COMPACT_THRESHOLD_SIZE / image_size`, never below 3DGS's threshold.
+    ///
+    /// Why: the mean NDC gradient of a splat whose pixels disagree in sign (fine texture it is
+    /// too large for, noise) falls as 1 / resolution, while a coherent error's does not. At
+    /// 160 px the 4× threshold keeps splats that chase noise from growing; at full resolution
+    /// it kept lego at its 20,000 initial splats (H200, 800 px: 29.63 dB at step 9,000, where
+    /// 0.0004 reached 32.06 with 60k splats and 0.0002 33.75 with 172k, as 3dgs's 33.92;
+    /// BENCHMARKS.md, "Compact at full resolution").
+    #[must_use]
+    pub fn grad_threshold_at(&self, image_size: u32) -> f32 {
+        let floor = DefaultConfig::default().grad_threshold.min(self.refine.grad_threshold);
+        let scale = COMPACT_THRESHOLD_SIZE as f32 / image_size.max(1) as f32;
+        (self.refine.grad_threshold * scale.min(1.0)).max(floor)
+    }
+}
+
+/// What a refinement needs of the run besides its state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RefineInputs {
+    /// The step just taken (1-based).
+    pub step: u32,
+    /// 3DGS's scene extent (the cameras' spread), for the clone-or-split size rule.
+    pub scene_extent: f32,
+    /// The run's cap on splats.
+    pub max_splats: u32,
+    /// The most splats the run has had (compact's pace).
+    pub peak_splats: u32,
+    /// The run's seed (sampled splits, MCMC).
+    pub seed: u64,
+    /// The longest side of the step's training images in pixels (compact's threshold).
+    pub image_size: u32,
 }
 
 /// How many of the steps `1..=steps` refine on a schedule of every `every` steps after
@@ -371,7 +416,8 @@ pub struct RefineStats {
     pub relocated: u32,
     /// Splats now.
     pub count: u32,
-    /// Whether opacities were reset (default strategy).
+    /// Whether the schedule resets opacities after this step (default strategy; applied
+    /// before the next step's forward, [`Densifier::reset_scheduled_by`]).
     pub opacity_reset: bool,
 }
 
@@ -443,30 +489,26 @@ impl Densifier {
         Kernel::ALL.iter().map(|k| (k.label().to_string(), k.source())).collect()
     }
 
-    /// Called after each optimizer step with the 1-based step number: does what the strategy
-    /// schedules for this step (refine; for the default strategy also the opacity reset,
-    /// after the refinement) and returns the (possibly new) state, and what was done if
-    /// anything was. `max_splats` caps the count for every strategy (growth stops there; it
-    /// never prunes to reach it). `peak_splats` is the most splats the run has had
-    /// ([`RunSnapshot::peak_splats`](crate::train::RunSnapshot::peak_splats)), which compact
-    /// paces its growth from. `scene_extent` is the 3DGS camera extent (radius of the camera
-    /// centres' bounding sphere × 1.1). `seed` is the run's: the same seed, step and state
+    /// Called after each optimizer step (`inputs.step`, 1-based): does what the strategy
+    /// schedules for this step (refine; for the default strategy also schedule the opacity
+    /// reset, [`Densifier::reset_scheduled_by`]) and returns the (possibly new) state, and
+    /// what was done if anything was. `inputs.max_splats` caps the count for every strategy
+    /// (growth stops there; it never prunes to reach it). `inputs.peak_splats` is the most
+    /// splats the run has had ([`RunSnapshot::peak_splats`](crate::train::RunSnapshot::peak_splats)),
+    /// which compact paces its growth from. `inputs.scene_extent` is the 3DGS camera extent
+    /// (radius of the camera centres' bounding sphere × 1.1). The same seed, step and state
     /// give the same result. New buffers belong to `owner`.
     ///
     /// On an error the state is dropped (a GPU error here ends the run).
-    #[expect(clippy::too_many_arguments, reason = "one call per step with everything it needs")]
     pub async fn after_step(
         &self,
         ctx: &GpuContext,
         strategy: &Strategy,
-        step: u32,
-        scene_extent: f32,
-        max_splats: u32,
-        peak_splats: u32,
-        seed: u64,
+        inputs: RefineInputs,
         state: TrainState,
         owner: Owner,
     ) -> Result<(TrainState, Option<RefineStats>), GpuError> {
+        let RefineInputs { step, scene_extent, max_splats, peak_splats, seed, image_size } = inputs;
         let (config, grow_fraction) = match strategy {
             Strategy::Mcmc(config) => {
                 if !config.refines_at(step) {
@@ -480,8 +522,14 @@ impl Densifier {
                     .await?;
                 return Ok((state, Some(stats)));
             }
-            Strategy::Default(config) => (config, None),
-            Strategy::Compact(compact) => (&compact.refine, Some(compact.grow_fraction)),
+            Strategy::Default(config) => (config.clone(), None),
+            Strategy::Compact(compact) => (
+                DefaultConfig {
+                    grad_threshold: compact.grad_threshold_at(image_size),
+                    ..compact.refine.clone()
+                },
+                Some(compact.grow_fraction),
+            ),
         };
         let mut state = state;
         let mut stats = None;
@@ -493,19 +541,44 @@ impl Densifier {
             let (refined, refine_stats) = self
                 .refine(ctx, state, step, true, owner, |old| {
                     let mut rng = SplitMix64::for_step(seed, step);
-                    plan::plan_default(config, step, scene_extent, cap, old, &mut rng)
+                    plan::plan_default(&config, step, scene_extent, cap, old, &mut rng)
                 })
                 .await?;
             state = refined;
             stats = Some(refine_stats);
         }
         if config.resets_opacity_at(step) {
-            self.reset_opacity(ctx, &state, config.opacity_reset_value)?;
+            // Applied by `reset_scheduled_by` before the next step's forward.
             let stats = stats
                 .get_or_insert(RefineStats { count: state.splats.count, ..Default::default() });
             stats.opacity_reset = true;
         }
         Ok((state, stats))
+    }
+
+    /// The opacity reset the schedule puts after step `step` (3DGS's, in `densify_and_prune`'s
+    /// iteration), applied to `state` at the start of the next step, before its forward: the
+    /// optimisation is the same, and whatever looks at the run between the two steps (an
+    /// evaluation, a snapshot, a checkpoint, an export) sees the splats step `step` trained,
+    /// not their opacities wiped (3dgs at 800 px: an eval at step 3,000 read 13.6 dB between
+    /// 28.1 and 31.8). The reset is idempotent, so a step begun again (or resumed from a
+    /// checkpoint of an older version, written after its reset) applies it harmlessly twice.
+    pub fn reset_scheduled_by(
+        &self,
+        ctx: &GpuContext,
+        strategy: &Strategy,
+        step: u32,
+        state: &TrainState,
+    ) -> Result<(), GpuError> {
+        match strategy {
+            Strategy::Default(config) if config.resets_opacity_at(step) => {
+                self.reset_opacity(ctx, state, config.opacity_reset_value)
+            }
+            Strategy::Compact(config) if config.refine.resets_opacity_at(step) => {
+                self.reset_opacity(ctx, state, config.refine.opacity_reset_value)
+            }
+            _ => Ok(()),
+        }
     }
 
     /// One refinement: read back (with the statistics if `statistics`), plan, apply.

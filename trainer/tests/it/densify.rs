@@ -11,9 +11,9 @@ use std::time::Instant;
 
 use splat_formats::random::SplitMix64;
 use splat_trainer::densify::{
-    CompactConfig, DefaultConfig, Densifier, LONG_AXIS_OFFSET, McmcConfig, NOISE_GATE_CENTER,
-    NOISE_GATE_SHARPNESS, RefineStats, SPLIT_SCALE_DIVISOR, SplitRule, Strategy, TrainState,
-    relocation,
+    COMPACT_THRESHOLD_SIZE, CompactConfig, DefaultConfig, Densifier, LONG_AXIS_OFFSET, McmcConfig,
+    NOISE_GATE_CENTER, NOISE_GATE_SHARPNESS, RefineInputs, RefineStats, SPLIT_SCALE_DIVISOR,
+    SplitRule, Strategy, TrainState, relocation,
 };
 use splat_trainer::formats::Splats;
 use splat_trainer::render::gpu_splats::{read_bytes, read_f32, words_per_splat};
@@ -21,7 +21,10 @@ use splat_trainer::render::kernels::DispatchLimits;
 use splat_trainer::render::wgpu::{self, naga};
 use splat_trainer::render::{GpuContext, GpuSplats, Owner, ShPrecision};
 
-use crate::helpers::context;
+use splat_trainer::init::splats_from_points;
+use splat_trainer::train::Trainer;
+
+use crate::helpers::{context, desk_statue, test_config};
 
 const OWNER: Owner = Owner::Run(7);
 const SEED: u64 = 0x5EED;
@@ -157,6 +160,26 @@ fn default_strategy() -> Strategy {
 }
 
 #[allow(clippy::too_many_arguments, reason = "mirrors after_step")]
+/// A refinement's inputs on images of [`COMPACT_THRESHOLD_SIZE`] px (compact at its own
+/// threshold).
+fn inputs(
+    step: u32,
+    scene_extent: f32,
+    max_splats: u32,
+    peak_splats: u32,
+    seed: u64,
+) -> RefineInputs {
+    RefineInputs {
+        step,
+        scene_extent,
+        max_splats,
+        peak_splats,
+        seed,
+        image_size: COMPACT_THRESHOLD_SIZE,
+    }
+}
+
+#[expect(clippy::too_many_arguments, reason = "each test's refinement in one line")]
 fn refine(
     densifier: &Densifier,
     ctx: &GpuContext,
@@ -168,9 +191,13 @@ fn refine(
     state: TrainState,
 ) -> (TrainState, Option<RefineStats>) {
     let peak = state.splats.count;
-    pollster::block_on(
-        densifier.after_step(ctx, strategy, step, extent, max_splats, peak, seed, state, OWNER),
-    )
+    pollster::block_on(densifier.after_step(
+        ctx,
+        strategy,
+        inputs(step, extent, max_splats, peak, seed),
+        state,
+        OWNER,
+    ))
     .expect("after_step")
 }
 
@@ -493,9 +520,13 @@ fn long_axis_children_sit_on_the_parents_longest_axis() {
     write_stats(&ctx, &state, &vec![[1.0, 1.0, 1.0]; n]);
     // Extent 1: every parent is larger than percent_dense (0.01), so all three split (a
     // peak of 100 leaves compact's pace room for them).
-    let (state, result) = pollster::block_on(
-        densifier.after_step(&ctx, &compact, EARLY_STEP, 1.0, 1000, 100, SEED, state, OWNER),
-    )
+    let (state, result) = pollster::block_on(densifier.after_step(
+        &ctx,
+        &compact,
+        inputs(EARLY_STEP, 1.0, 1000, 100, SEED),
+        state,
+        OWNER,
+    ))
     .expect("after_step");
     let result = result.unwrap();
     assert_eq!((result.count, result.added, result.removed), (6, 6, 3));
@@ -604,6 +635,16 @@ fn compact_growth_is_paced_highest_gradients_first() {
     write_stats(&ctx, &state, &vec![[0.0005, 1.0, 1.0]; n]);
     let (state, result) = refine(&densifier, &ctx, &compact, EARLY_STEP, 1.0, 1000, SEED, state);
     assert_eq!((state.splats.count, result.unwrap().added), (100, 0));
+    // On images 4× as large the threshold is 3DGS's: the same gradient grows (10% a refinement).
+    write_stats(&ctx, &state, &vec![[0.0005, 1.0, 1.0]; n]);
+    let large = RefineInputs {
+        image_size: 4 * COMPACT_THRESHOLD_SIZE,
+        ..inputs(EARLY_STEP, 1.0, 1000, n as u32, SEED)
+    };
+    let (state, result) =
+        pollster::block_on(densifier.after_step(&ctx, &compact, large, state, OWNER)).unwrap();
+    assert_eq!((state.splats.count, result.unwrap().added), (110, 10));
+    drop(state);
 
     // max_splats caps as well, and a handful of splats still grows by one.
     let state = upload(&ctx, &scene(n, 0));
@@ -630,10 +671,13 @@ fn compact_refills_up_to_its_peak() {
     let grow = |peak: u32, max_splats: u32| {
         let state = upload(&ctx, &splats);
         write_stats(&ctx, &state, &stats);
-        let (state, result) = pollster::block_on(
-            densifier
-                .after_step(&ctx, &compact, EARLY_STEP, 1.0, max_splats, peak, SEED, state, OWNER),
-        )
+        let (state, result) = pollster::block_on(densifier.after_step(
+            &ctx,
+            &compact,
+            inputs(EARLY_STEP, 1.0, max_splats, peak, SEED),
+            state,
+            OWNER,
+        ))
         .expect("after_step");
         (state.splats.count, result.unwrap().added)
     };
@@ -644,6 +688,19 @@ fn compact_refills_up_to_its_peak() {
     // max_splats still caps.
     assert_eq!(grow(150, 130), (130, 30));
     assert_clean(&ctx);
+}
+
+/// Compact's threshold: its own up to 160 px, falling as 1 / size to 3DGS's at 640 px.
+#[test]
+fn compacts_threshold_falls_with_the_image_size_to_3dgss() {
+    let compact = CompactConfig::default();
+    let three_dgs = DefaultConfig::default().grad_threshold;
+    assert_eq!(compact.grad_threshold_at(96), compact.refine.grad_threshold);
+    assert_eq!(compact.grad_threshold_at(COMPACT_THRESHOLD_SIZE), compact.refine.grad_threshold);
+    assert_eq!(compact.grad_threshold_at(2 * COMPACT_THRESHOLD_SIZE), 2.0 * three_dgs);
+    assert_eq!(compact.grad_threshold_at(4 * COMPACT_THRESHOLD_SIZE), three_dgs);
+    assert_eq!(compact.grad_threshold_at(1600), three_dgs);
+    assert_eq!(compact.grad_threshold_at(0), compact.refine.grad_threshold);
 }
 
 /// What the window shows as the expected count: the paced growth over the run's refinements.
@@ -731,12 +788,23 @@ fn opacity_reset_at_step_3000() {
     let state = upload(&ctx, &splats);
     fill_moments(&ctx, &state);
     let before_moments = read_moments(&ctx, &state);
-    let (state, result) =
-        refine(&densifier, &ctx, &default_strategy(), 3_000, 1.0, 1000, SEED, state);
+    let strategy = default_strategy();
+    let (state, result) = refine(&densifier, &ctx, &strategy, 3_000, 1.0, 1000, SEED, state);
     assert_eq!(
         result,
         Some(RefineStats { added: 0, removed: 0, relocated: 0, count: 4, opacity_reset: true })
     );
+    // Scheduled by step 3,000, applied before step 3,001's forward: until then an evaluation
+    // sees the splats step 3,000 trained.
+    let untouched = state.splats.download(&ctx).unwrap();
+    assert_eq!(untouched.opacity_logits, splats.opacity_logits);
+    assert_eq!(read_moments(&ctx, &state), before_moments);
+    densifier.reset_scheduled_by(&ctx, &strategy, 2_999, &state).unwrap();
+    densifier.reset_scheduled_by(&ctx, &strategy, 0, &state).unwrap();
+    assert_eq!(state.splats.download(&ctx).unwrap().opacity_logits, splats.opacity_logits);
+    // Twice: a step begun again applies it again, harmlessly.
+    densifier.reset_scheduled_by(&ctx, &strategy, 3_000, &state).unwrap();
+    densifier.reset_scheduled_by(&ctx, &strategy, 3_000, &state).unwrap();
     let got = state.splats.download(&ctx).unwrap();
     let cap = logit(0.01);
     for (i, &o) in got.opacity_logits.iter().enumerate() {
@@ -751,6 +819,42 @@ fn opacity_reset_at_step_3000() {
         }
     }
     assert_eq!(got.means, splats.means);
+    assert_clean(&ctx);
+}
+
+/// The trainer applies a scheduled reset before the next step's forward: an evaluation or a
+/// download right after the step that scheduled it sees the splats that step trained, and the
+/// next step starts from the reset ones.
+#[test]
+fn a_run_resets_opacity_before_the_step_after_the_scheduled_one() {
+    let data = desk_statue(32);
+    let init = splats_from_points(data.init_points.as_ref().unwrap(), 0);
+    let ctx = context();
+    // No refinement, a reset after every 5th step.
+    let refine = DefaultConfig { start: u32::MAX, opacity_reset_every: 5, ..Default::default() };
+    let config = test_config(6, Strategy::Default(refine.clone()));
+    let mut trainer = Trainer::new(&ctx, data, &init, config, OWNER).unwrap();
+    for _ in 0..5 {
+        trainer.step().unwrap();
+    }
+    let opacities = |trainer: &Trainer| -> Vec<f32> {
+        trainer.splats().unwrap().opacity_logits.iter().map(|&l| sigmoid(l)).collect()
+    };
+    let trained = opacities(&trainer);
+    assert!(
+        trained.iter().any(|&o| o > 2.0 * refine.opacity_reset_value),
+        "step 5's splats as trained (initial opacity 0.1)"
+    );
+    trainer.step().unwrap();
+    // Reset to 0.01, then one Adam step on the logits (learning rate 0.05 at most).
+    let bound = sigmoid(logit(refine.opacity_reset_value) + 0.06);
+    let after = opacities(&trainer);
+    assert!(
+        after.iter().all(|&o| o <= bound),
+        "largest {:?}",
+        after.iter().copied().reduce(f32::max)
+    );
+    drop(trainer);
     assert_clean(&ctx);
 }
 
