@@ -283,8 +283,8 @@ impl CompactConfig {
     /// too large for, noise) falls as 1 / resolution, while a coherent error's does not. At
     /// 160 px the 4× threshold keeps splats that chase noise from growing; at full resolution
     /// it kept lego at its 20,000 initial splats (H200, 800 px: 29.63 dB at step 9,000, where
-    /// 0.0004 reached 32.06 with 60k splats and 0.0002 33.75 with 172k, as 3dgs's 33.92;
-    /// BENCHMARKS.md, "Compact at full resolution").
+    /// 0.0004 reached 32.06 with 60k splats and 0.0002 33.75 with 187k, as 3dgs's 33.92 at
+    /// 8,000; BENCHMARKS.md, "Compact's gradient threshold at full resolution").
     #[must_use]
     pub fn grad_threshold_at(&self, image_size: u32) -> f32 {
         let floor = DefaultConfig::default().grad_threshold.min(self.refine.grad_threshold);
