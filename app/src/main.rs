@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use splat_trainer::formats::filter::{CropBox, Filter};
 use splat_trainer::memory::MeasuredStrategy;
 use splat_trainer::render::ShPrecision;
 use splat_trainer::train::Transparency;
@@ -156,7 +157,18 @@ enum Command {
     Poses(poses_cmd::PosesArgs),
     /// Convert a splat scene between formats, each told by its extension: reads .ply (3DGS or
     /// compressed), .splat, .spz and .ckpt (a checkpoint's splats); writes .ply, .spz, .splat.
-    Convert { input: PathBuf, output: PathBuf },
+    /// Optionally keeps only some splats (--crop-box, --min-opacity).
+    Convert {
+        input: PathBuf,
+        output: PathBuf,
+        /// Keep only splats whose centre is inside this box: xmin,ymin,zmin,xmax,ymax,zmax in
+        /// the scene's coordinates (bounds included).
+        #[arg(long, allow_hyphen_values = true)]
+        crop_box: Option<CropBox>,
+        /// Keep only splats at least this opaque (0 to 1).
+        #[arg(long, value_parser = convert_cmd::parse_opacity)]
+        min_opacity: Option<f32>,
+    },
     /// Predicted vs measured peak GPU memory of training runs at given splat caps.
     BenchMemory {
         dataset: PathBuf,
@@ -323,7 +335,9 @@ fn run(command: Command) -> anyhow::Result<()> {
             progressive,
             appearance,
         }),
-        Command::Convert { input, output } => convert_cmd::run(&input, &output),
+        Command::Convert { input, output, crop_box, min_opacity } => {
+            convert_cmd::run(&input, &output, &Filter { crop_box, min_opacity })
+        }
         Command::Poses(args) => poses_cmd::run(&args),
         Command::BenchMemory {
             dataset,

@@ -16,6 +16,7 @@ mod splats;
 
 pub mod compressed_ply;
 pub mod detect;
+pub mod filter;
 pub mod ply;
 pub mod random;
 pub mod splat;

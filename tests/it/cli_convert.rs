@@ -113,3 +113,81 @@ fn every_format_we_read_converts_to_every_format_we_write() {
     }
     std::fs::remove_dir_all(dir).ok();
 }
+
+fn convert_with(input: &Path, output: &Path, filters: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_splatforge"))
+        .arg("convert")
+        .args([input, output])
+        .args(filters)
+        .output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// `convert --crop-box … --min-opacity …` on a scene someone else trained: the file holds
+/// exactly the splats whose centre is in the box and whose opacity reaches the floor, in their
+/// order and bit for bit (checked here against the rule computed from the input); a filter
+/// that keeps nothing, and a malformed one, are one line each and write nothing.
+#[test]
+fn convert_keeps_the_splats_in_the_crop_box_above_the_opacity_floor() {
+    let dir = std::env::temp_dir().join(format!("splatforge-convert-crop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = data("splats/inria-ply/lod4-tile-489.ply");
+    let original = splats(&input);
+    // The middle half of the scene's extent on each axis, and its median opacity.
+    let (mut lo, mut hi) = ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3]);
+    for m in &original.means {
+        for axis in 0..3 {
+            lo[axis] = lo[axis].min(m[axis]);
+            hi[axis] = hi[axis].max(m[axis]);
+        }
+    }
+    let (min, max): (Vec<f32>, Vec<f32>) =
+        (0..3).map(|a| (lo[a] + 0.25 * (hi[a] - lo[a]), lo[a] + 0.75 * (hi[a] - lo[a]))).unzip();
+    let opacity = |logit: f32| 1.0 / (1.0 + (-f64::from(logit)).exp());
+    let mut opacities: Vec<f64> = original.opacity_logits.iter().map(|&l| opacity(l)).collect();
+    opacities.sort_by(f64::total_cmp);
+    let floor = opacities[opacities.len() / 2] as f32;
+    let crop = format!("{},{},{},{},{},{}", min[0], min[1], min[2], max[0], max[1], max[2]);
+    let output = dir.join("cropped.ply");
+    let (ok, stderr) =
+        convert_with(&input, &output, &["--crop-box", &crop, "--min-opacity", &floor.to_string()]);
+    assert!(ok, "{stderr}");
+
+    let kept: Vec<usize> = (0..original.len())
+        .filter(|&i| {
+            let m = original.means[i];
+            (0..3).all(|a| min[a] <= m[a] && m[a] <= max[a])
+                && opacity(original.opacity_logits[i]) >= f64::from(floor)
+        })
+        .collect();
+    assert!(!kept.is_empty() && kept.len() < original.len() / 2, "{} kept", kept.len());
+    let rest = original.rest_per_splat();
+    let mut expected = Splats::with_capacity(kept.len(), original.sh_degree);
+    for &i in &kept {
+        expected.means.push(original.means[i]);
+        expected.log_scales.push(original.log_scales[i]);
+        expected.rotations.push(original.rotations[i]);
+        expected.opacity_logits.push(original.opacity_logits[i]);
+        expected.sh_dc.push(original.sh_dc[i]);
+        expected.sh_rest.extend_from_slice(&original.sh_rest[i * rest..(i + 1) * rest]);
+    }
+    assert!(splats(&output) == expected, "the written splats are not the kept ones, bit for bit");
+    assert!(stderr.contains(&format!("kept {} of {} splats", kept.len(), original.len())));
+
+    let nothing = dir.join("nothing.ply");
+    for (filters, words) in [
+        (vec!["--crop-box", "1e6,1e6,1e6,2e6,2e6,2e6"], "no splat of"),
+        (vec!["--crop-box", "0,0,0,1,1"], "six numbers"),
+        (vec!["--crop-box", "0,0,1,1,1,0"], "zmin (1) is above its zmax (0)"),
+        (vec!["--min-opacity", "1.5"], "a number from 0 to 1"),
+    ] {
+        let (ok, stderr) = convert_with(&input, &nothing, &filters);
+        assert!(!ok, "{filters:?}");
+        let lines = error_lines(&stderr);
+        assert_eq!(lines.len(), 1, "{stderr}");
+        assert!(lines[0].contains(words), "{stderr}");
+        assert!(!nothing.exists(), "{filters:?} wrote a file");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
