@@ -343,6 +343,17 @@ impl Strategy {
         }
     }
 
+    /// The 3DGS rules the strategy refines by (its schedule, thresholds and resets): the
+    /// default's own, compact's `refine`; none for MCMC.
+    #[must_use]
+    pub fn rules_3dgs(&self) -> Option<&DefaultConfig> {
+        match self {
+            Self::Default(config) => Some(config),
+            Self::Compact(config) => Some(&config.refine),
+            Self::Mcmc(_) => None,
+        }
+    }
+
     /// Its name on the command line and in checkpoints' logs: `compact`, `3dgs` or `mcmc`.
     #[must_use]
     pub fn name(&self) -> &'static str {
@@ -570,12 +581,9 @@ impl Densifier {
         step: u32,
         state: &TrainState,
     ) -> Result<(), GpuError> {
-        match strategy {
-            Strategy::Default(config) if config.resets_opacity_at(step) => {
+        match strategy.rules_3dgs() {
+            Some(config) if config.resets_opacity_at(step) => {
                 self.reset_opacity(ctx, state, config.opacity_reset_value)
-            }
-            Strategy::Compact(config) if config.refine.resets_opacity_at(step) => {
-                self.reset_opacity(ctx, state, config.refine.opacity_reset_value)
             }
             _ => Ok(()),
         }
