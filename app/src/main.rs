@@ -6,6 +6,7 @@ mod convert_cmd;
 mod info;
 mod poses_cmd;
 mod render_cmd;
+mod render_video;
 mod self_test_cmd;
 mod train_cmd;
 
@@ -52,7 +53,8 @@ enum Command {
         #[arg(long, default_value_t = 1600)]
         max_resolution: u32,
     },
-    /// Render a splat scene from a camera into a PNG.
+    /// Render a splat scene from a camera into a PNG, or a video: once round it
+    /// (--turntable) or along a camera path (--path).
     Render {
         /// A .ply, .compressed.ply, .splat or .spz scene.
         scene: PathBuf,
@@ -62,13 +64,34 @@ enum Command {
             help = "camera.json: {\"width\",\"height\",\"fx\",\"fy\",\"cx\",\"cy\",\"world_from_camera\":[16 numbers, row-major, OpenCV]}"
         )]
         camera: Option<PathBuf>,
-        /// Take the camera of a dataset view instead (see --index).
+        /// Take the camera of a dataset view instead (see --index); with --turntable, the
+        /// dataset's cameras give the orbit its centre, size and up.
         #[arg(long)]
         camera_from: Option<PathBuf>,
         /// Which view of --camera-from.
         #[arg(long, default_value_t = 0)]
         index: usize,
-        /// Where to write the PNG.
+        /// A video once round the scene in this many seconds, at the height and distance of
+        /// the window's first view (centre and size from the splats, or --camera-from).
+        #[arg(long, value_parser = render_video::parse_positive, conflicts_with_all = ["camera", "path"])]
+        turntable: Option<f64>,
+        #[arg(
+            long,
+            conflicts_with = "camera",
+            help = "A video along a camera path: {\"fov_y_degrees\": 50, \"keyframes\": [{\"time\": 0, \"position\": [x,y,z], \"look_at\": [x,y,z]} or {\"time\": 2, \"world_from_camera\": [16 numbers, row-major, OpenCV]}, ...]}, passed smoothly"
+        )]
+        path: Option<PathBuf>,
+        /// Video frames a second.
+        #[arg(long, default_value = "30", value_parser = render_video::parse_positive)]
+        fps: f64,
+        /// Video frame size.
+        #[arg(long, default_value = "1280x720", value_parser = render_video::parse_size)]
+        size: (u32, u32),
+        /// ffmpeg's executable, for a video file [default: ffmpeg on the PATH].
+        #[arg(long)]
+        ffmpeg: Option<PathBuf>,
+        /// Where to write: a PNG; for a video a .mp4, .mov, .mkv or .webm file (encoded by
+        /// ffmpeg), or a new folder for its PNG frames.
         #[arg(long)]
         out: PathBuf,
         /// Background colour r,g,b in 0..1.
@@ -389,7 +412,39 @@ fn run(command: Command) -> anyhow::Result<()> {
                 json,
             })
         }
-        Command::Render { scene, camera, camera_from, index, out, background, antialiased } => {
+        Command::Render {
+            scene,
+            camera,
+            camera_from,
+            index,
+            turntable,
+            path,
+            fps,
+            size: (width, height),
+            ffmpeg,
+            out,
+            background,
+            antialiased,
+        } => {
+            let motion = match (turntable, path) {
+                (Some(seconds), None) => Some(render_video::Motion::Turntable { seconds }),
+                (None, Some(path)) => Some(render_video::Motion::Path(path)),
+                _ => None,
+            };
+            let (camera_from, video) = match motion {
+                Some(motion) => (
+                    None,
+                    Some(render_video::VideoArgs {
+                        motion,
+                        fps,
+                        width,
+                        height,
+                        cameras_from: camera_from,
+                        ffmpeg,
+                    }),
+                ),
+                None => (camera_from, None),
+            };
             render_cmd::run(&render_cmd::RenderArgs {
                 scene,
                 camera,
@@ -398,6 +453,7 @@ fn run(command: Command) -> anyhow::Result<()> {
                 out,
                 background,
                 antialiased,
+                video,
             })
         }
     }

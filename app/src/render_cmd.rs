@@ -1,5 +1,5 @@
 //! `splatforge render SCENE --camera camera.json --out image.png`: one image of any splat
-//! file that `info` reads, rendered by the GPU rasterizer.
+//! file that `info` reads, rendered by the GPU rasterizer (videos: [`crate::render_video`]).
 
 use std::path::{Path, PathBuf};
 
@@ -7,7 +7,7 @@ use anyhow::{Context as _, bail};
 use glam::Mat4;
 use serde::Deserialize;
 use splat_trainer::dataset::{self, LoadOptions};
-use splat_trainer::formats::{self, Loaded};
+use splat_trainer::formats::{self, Loaded, Splats};
 use splat_trainer::render::{
     Camera, FrameScratch, GpuContext, GpuSplats, Owner, RenderSettings, Renderer,
 };
@@ -23,6 +23,8 @@ pub struct RenderArgs {
     pub out: PathBuf,
     pub background: [f32; 3],
     pub antialiased: bool,
+    /// A video instead of one image.
+    pub video: Option<crate::render_video::VideoArgs>,
 }
 
 /// camera.json: intrinsics, image size and a row-major 4×4 `world_from_camera` (OpenCV).
@@ -39,26 +41,27 @@ struct CameraFile {
 }
 
 pub fn run(args: &RenderArgs) -> anyhow::Result<()> {
-    let camera = match (&args.camera, &args.camera_from) {
-        (Some(path), None) => read_camera(path)?,
-        (None, Some(dataset)) => dataset_camera(dataset, args.index)?,
-        _ => bail!("give either --camera FILE or --camera-from DATASET"),
-    };
-    let splats = match formats::load_file(&args.scene)? {
-        Loaded::Splats { splats, .. } => splats,
-        Loaded::Points(_) => {
-            bail!("{}: is a point cloud, not a splat scene", args.scene.display())
-        }
-    };
-    let ctx = pollster::block_on(GpuContext::new_headless())?;
-    let renderer = Renderer::new(&ctx)?;
-    let gpu = GpuSplats::upload(&ctx, &splats, Owner::Viewer)?;
-    let mut scratch = FrameScratch::new(&ctx, &renderer, Owner::Viewer)?;
     let settings = RenderSettings {
         background: args.background,
         antialiased: args.antialiased,
         sh_degree: None,
     };
+    if let Some(video) = &args.video {
+        return crate::render_video::run(&load_scene(&args.scene)?, video, &args.out, &settings);
+    }
+    let camera = match (&args.camera, &args.camera_from) {
+        (Some(path), None) => read_camera(path)?,
+        (None, Some(dataset)) => dataset_camera(dataset, args.index)?,
+        _ => bail!(
+            "give --camera FILE or --camera-from DATASET for an image, --turntable SECONDS or \
+             --path PATH.json for a video"
+        ),
+    };
+    let splats = load_scene(&args.scene)?;
+    let ctx = pollster::block_on(GpuContext::new_headless())?;
+    let renderer = Renderer::new(&ctx)?;
+    let gpu = GpuSplats::upload(&ctx, &splats, Owner::Viewer)?;
+    let mut scratch = FrameScratch::new(&ctx, &renderer, Owner::Viewer)?;
     let stats = renderer.forward(&ctx, &gpu, &camera, &settings, &mut scratch)?;
     let n = splats.len().max(1) as f64;
     println!(
@@ -71,6 +74,13 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<()> {
     );
     let pixels = scratch.read_image(&ctx)?;
     write_png(&args.out, camera.width, camera.height, &pixels)
+}
+
+fn load_scene(path: &Path) -> anyhow::Result<Splats> {
+    match formats::load_file(path)? {
+        Loaded::Splats { splats, .. } => Ok(splats),
+        Loaded::Points(_) => bail!("{}: is a point cloud, not a splat scene", path.display()),
+    }
 }
 
 fn read_camera(path: &Path) -> anyhow::Result<Camera> {
@@ -118,7 +128,7 @@ fn dataset_camera(path: &Path, index: usize) -> anyhow::Result<Camera> {
 }
 
 /// Writes linear-as-trained RGB (clamped to 0..1) as an 8-bit PNG.
-fn write_png(path: &Path, width: u32, height: u32, pixels: &[[f32; 4]]) -> anyhow::Result<()> {
+pub fn write_png(path: &Path, width: u32, height: u32, pixels: &[[f32; 4]]) -> anyhow::Result<()> {
     let bytes: Vec<u8> = pixels
         .iter()
         .flat_map(|p| [p[0], p[1], p[2]])

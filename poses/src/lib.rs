@@ -9,6 +9,9 @@
 //! sharpest frames of a video, the option names of the installed version, progress from its
 //! output, cancel, the largest of its models, and failures said in words with what to try.
 //!
+//! The same engine runner encodes videos of a scene ([`encode_video`]: ffmpeg from numbered
+//! frames) for `splatforge render --turntable` and `--path`.
+//!
 //! The run works in `OUT.incomplete` beside the output and renames it to `OUT` only when the
 //! dataset is whole, so nothing half-written ever looks like a dataset.
 
@@ -279,6 +282,28 @@ impl Report {
             self.matcher.name(),
         )
     }
+}
+
+/// Says [`PosesError::Missing`] (with how to install it) when ffmpeg — `ffmpeg` at `path`, or
+/// on the `PATH` — does not run.
+pub fn check_ffmpeg(path: Option<&Path>, cancel: &Cancel) -> Result<(), PosesError> {
+    Ffmpeg::new(path).check(cancel)
+}
+
+/// Encodes numbered PNG frames into a video with ffmpeg (`ffmpeg` at `path`, or on the
+/// `PATH`), in its own process group like every engine here: `pattern` is
+/// `folder/frame_%05d.png` numbered from 0, `out`'s extension picks the codec (`.webm`: VP9;
+/// anything else: H.264), both sides of the frames must be even. `progress` gets the frames
+/// encoded so far. Blocks until done, failed or cancelled.
+pub fn encode_video(
+    path: Option<&Path>,
+    pattern: &Path,
+    fps: f64,
+    out: &Path,
+    cancel: &Cancel,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), PosesError> {
+    Ffmpeg::new(path).encode(pattern, fps, out, cancel, progress)
 }
 
 /// Stops a run from another thread.

@@ -174,6 +174,71 @@ impl Ffmpeg {
     }
 }
 
+impl Ffmpeg {
+    /// Whether ffmpeg runs at all (`ffmpeg -version`): [`PosesError::Missing`] with the advice
+    /// when it is not installed, before minutes of rendering would be spent for nothing.
+    pub fn check(&self, cancel: &Cancel) -> Result<(), PosesError> {
+        let finished = self.ffmpeg.run(&["-version"], cancel, &mut |_| {})?;
+        if finished.status.success() { Ok(()) } else { Err(finished.failure("ffmpeg -version")) }
+    }
+
+    /// Encodes the numbered frames `pattern` (`frame_%05d.png`, from 0) at `fps` frames a
+    /// second into `out`: H.264 (yuv420p, CRF 18: what every player plays) for `.mp4`, `.mov`
+    /// and `.mkv`, VP9 for `.webm`. `progress` gets the frames encoded so far.
+    pub fn encode(
+        &self,
+        pattern: &Path,
+        fps: f64,
+        out: &Path,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), PosesError> {
+        let extension = out
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .unwrap_or_default();
+        let codec: &[&str] = match extension.as_str() {
+            "webm" => &["-c:v", "libvpx-vp9", "-b:v", "0", "-crf", "31"],
+            "mp4" | "mov" => &["-c:v", "libx264", "-crf", "18", "-movflags", "+faststart"],
+            _ => &["-c:v", "libx264", "-crf", "18"],
+        };
+        let fps = format!("{fps}");
+        let mut args: Vec<&std::ffi::OsStr> = Vec::new();
+        let flags = [
+            "-nostdin",
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-nostats",
+            "-progress",
+            "pipe:1",
+            "-y",
+            "-framerate",
+            &fps,
+            "-start_number",
+            "0",
+            "-i",
+        ];
+        args.extend(flags.iter().map(std::ffi::OsStr::new));
+        args.push(pattern.as_os_str());
+        args.extend(codec.iter().chain(&["-pix_fmt", "yuv420p"]).map(std::ffi::OsStr::new));
+        args.push(out.as_os_str());
+        let finished = self.ffmpeg.run(&args, cancel, &mut |line| {
+            if let Some(frame) =
+                line.strip_prefix("frame=").and_then(|v| v.trim().parse::<u64>().ok())
+            {
+                progress(frame);
+            }
+        })?;
+        if finished.status.success() {
+            Ok(())
+        } else {
+            Err(finished.failure("ffmpeg, encoding the video"))
+        }
+    }
+}
+
 /// `30000/1001` or `25` as frames a second.
 fn parse_rate(text: &str) -> Option<f64> {
     let text = text.trim();

@@ -5,6 +5,7 @@
 //! it in the [`Ledger`].
 
 mod camera;
+pub mod camera_path;
 mod context;
 mod device_memory;
 pub mod gpu_splats;

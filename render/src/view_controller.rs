@@ -167,12 +167,21 @@ impl ViewController {
     /// zero or non-finite `up` as [`DEFAULT_UP`].
     #[must_use]
     pub fn framing(center: Vec3, radius: f32, up: Vec3) -> Self {
+        Self::framing_at(center, radius, up, FRAMING_AZIMUTH)
+    }
+
+    /// [`ViewController::framing`] with the eye at `azimuth` radians (about `up`, from the same
+    /// fixed horizontal axis) instead of [`FRAMING_AZIMUTH`]: a turntable video's frames. A
+    /// non-finite azimuth is taken as [`FRAMING_AZIMUTH`].
+    #[must_use]
+    pub fn framing_at(center: Vec3, radius: f32, up: Vec3, azimuth: f32) -> Self {
+        let azimuth = if azimuth.is_finite() { azimuth } else { FRAMING_AZIMUTH };
         let center = if center.is_finite() { center } else { Vec3::ZERO };
         let radius = if radius.is_finite() && radius > 0.0 { radius } else { 1.0 };
         let up = up.normalize_or(DEFAULT_UP);
         let (a, b) = horizontal_basis(up);
         let (sin_el, cos_el) = FRAMING_ELEVATION.sin_cos();
-        let (sin_az, cos_az) = FRAMING_AZIMUTH.sin_cos();
+        let (sin_az, cos_az) = azimuth.sin_cos();
         let eye_direction = (a * cos_az + b * sin_az) * cos_el + up * sin_el;
         let forward = -eye_direction;
         let rotation = rotation_from_axes(forward.cross(up), forward).unwrap_or(Quat::IDENTITY);
@@ -190,7 +199,7 @@ impl ViewController {
             view
         } else {
             // Only reachable when the radius or centre overflow; 1 and the origin cannot.
-            Self::framing(Vec3::ZERO, 1.0, up)
+            Self::framing_at(Vec3::ZERO, 1.0, up, azimuth)
         }
     }
 
@@ -629,6 +638,17 @@ pub fn focus_from_points(points: &[[f32; 3]]) -> (Vec3, f32) {
     let center = low * 0.5 + high * 0.5;
     let radius = (high * 0.5 - low * 0.5).length();
     if radius.is_finite() && radius > 0.0 { (center, radius) } else { (center, 1.0) }
+}
+
+/// Rotation of a camera looking along `forward`, level about `up` (its x axis horizontal, its
+/// −y axis towards `up`): `None` when `forward` is zero, non-finite or along `up`.
+#[must_use]
+pub fn look_rotation(forward: Vec3, up: Vec3) -> Option<Quat> {
+    let right = forward.cross(up);
+    if !(right.is_finite() && right.length_squared() > 1e-12 * forward.length_squared()) {
+        return None;
+    }
+    rotation_from_axes(right, forward)
 }
 
 /// Rotation whose camera x axis is `right` (made orthogonal to `forward`) and z axis `forward`;

@@ -21,19 +21,9 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// Whether `program -version`/`-h` runs; when not, and the engines are not required, prints
-/// why the test is skipped.
+/// COLMAP and ffmpeg, or why the test is skipped.
 fn engines_present(test: &str) -> bool {
-    let runs = |program: &str, flag: &str| Command::new(program).arg(flag).output().is_ok();
-    if runs("colmap", "-h") && runs("ffmpeg", "-version") {
-        return true;
-    }
-    assert!(
-        std::env::var_os("SPLATFORGE_REQUIRE_ENGINES").is_none(),
-        "{test}: COLMAP or ffmpeg is not on the PATH, and SPLATFORGE_REQUIRE_ENGINES is set"
-    );
-    eprintln!("{test}: skipped: COLMAP or ffmpeg is not installed on this machine");
-    false
+    crate::helpers::engines_present(test, &[("colmap", "-h"), ("ffmpeg", "-version")])
 }
 
 fn scratch(name: &str) -> PathBuf {
