@@ -1,15 +1,20 @@
 //! `splatforge convert IN OUT`: a splat scene from one format to another, each told by its
-//! extension. Reads `.ply` (3DGS or compressed), `.splat`, `.spz` and `.ckpt` (a checkpoint's
-//! splats); writes `.ply`, `.spz` and `.splat`. A [`Filter`] (a crop box, an opacity floor)
-//! keeps only some of the splats.
+//! extension. Reads `.ply` (3DGS or compressed), `.splat`, `.spz`, SOG (`.sog` or its
+//! `meta.json`) and `.ckpt` (a checkpoint's splats); writes `.ply`, `.spz`, `.splat` and SOG
+//! (`.sog`, or `meta.json` and its images in a folder; the SH palette clustered on the GPU
+//! when there is one). A [`Filter`] (a crop box, an opacity floor) keeps only some of the
+//! splats.
 
 use std::path::Path;
 
-use anyhow::bail;
+use std::time::Instant;
+
+use anyhow::{Context as _, bail};
 use splat_trainer::checkpoint;
 use splat_trainer::formats::filter::Filter;
-use splat_trainer::formats::{Loaded, Splats, load_file};
-use splat_trainer::task::{EXPORT_EXTENSIONS, write_splats};
+use splat_trainer::formats::{Loaded, Splats, load_file, sog};
+use splat_trainer::render::GpuContext;
+use splat_trainer::task::{EXPORT_EXTENSIONS, sog_files, write_atomically, write_splats};
 
 /// `--min-opacity`: a number from 0 to 1.
 pub fn parse_opacity(text: &str) -> Result<f32, String> {
@@ -23,8 +28,9 @@ pub fn parse_opacity(text: &str) -> Result<f32, String> {
 pub fn run(input: &Path, output: &Path, filter: &Filter) -> anyhow::Result<()> {
     // The output's format first: a typo should not cost reading a large scene.
     let extension = extension(output);
-    if !EXPORT_EXTENSIONS.contains(&extension.as_str()) {
-        bail!("{}: write .ply, .spz or .splat", output.display());
+    let unbundled_sog = is_sog_meta(output);
+    if !EXPORT_EXTENSIONS.contains(&extension.as_str()) && !unbundled_sog {
+        bail!("{}: write .ply, .spz, .splat, .sog or a SOG's meta.json", output.display());
     }
     let mut splats = read_scene(input)?;
     if !filter.is_empty() {
@@ -48,8 +54,54 @@ pub fn run(input: &Path, output: &Path, filter: &Filter) -> anyhow::Result<()> {
             splats.sh_degree
         );
     }
-    write_splats(output, &splats).map_err(anyhow::Error::msg)?;
+    let is_sog = extension == "sog" || unbundled_sog;
+    let gpu = if is_sog && splats.sh_degree > 0 { sog_gpu(splats.len()) } else { None };
+    let started = Instant::now();
+    if unbundled_sog {
+        write_unbundled_sog(output, &splats, gpu.as_ref())?;
+    } else {
+        write_splats(output, &splats, gpu.as_ref()).map_err(anyhow::Error::msg)?;
+    }
+    if is_sog {
+        eprintln!("encoded SOG in {:.2} s", started.elapsed().as_secs_f64());
+    }
     eprintln!("wrote {}: {} splats", output.display(), splats.len());
+    Ok(())
+}
+
+/// A GPU for the SOG palette's k-means, or `None` (said) when there is none.
+fn sog_gpu(splats: usize) -> Option<GpuContext> {
+    match pollster::block_on(GpuContext::new_headless()) {
+        Ok(ctx) => Some(ctx),
+        Err(e) => {
+            eprintln!(
+                "warning: no GPU ({e}): the SH palette of {splats} splats is clustered on the \
+                 CPU, which takes minutes for a million"
+            );
+            None
+        }
+    }
+}
+
+/// `meta.json` (any case): an unbundled SOG, its images written beside it.
+fn is_sog_meta(path: &Path) -> bool {
+    path.file_name().is_some_and(|n| n.eq_ignore_ascii_case(sog::META))
+}
+
+/// A SOG's files into `meta.json`'s folder (made if needed), `meta.json` last, each through
+/// a temporary file and a rename.
+fn write_unbundled_sog(
+    meta: &Path,
+    splats: &Splats,
+    gpu: Option<&GpuContext>,
+) -> anyhow::Result<()> {
+    let folder = meta.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(folder)
+        .with_context(|| format!("{}: cannot make the folder", folder.display()))?;
+    for (name, bytes) in sog_files(splats, gpu).map_err(anyhow::Error::msg)? {
+        let path = if name == sog::META { meta.to_path_buf() } else { folder.join(name) };
+        write_atomically(&path, &bytes).map_err(anyhow::Error::msg)?;
+    }
     Ok(())
 }
 

@@ -86,7 +86,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
         bail!("--max-splats must be at least 1");
     }
     if let Some(other) = args.export.iter().find(|e| !EXPORT_EXTENSIONS.contains(&e.as_str())) {
-        bail!("--export {other}: ply, spz or splat");
+        bail!("--export {other}: ply, spz, splat or sog");
     }
     let strategy = match args.strategy.as_str() {
         "compact" => Strategy::Compact(CompactConfig::default()),

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::{FileError, ParseError, PointCloud, Splats, compressed_ply, ply, splat, spz};
+use crate::{FileError, ParseError, PointCloud, Splats, compressed_ply, ply, sog, splat, spz};
 
 /// Splat scene formats we read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,6 +16,8 @@ pub enum SplatFormat {
     Splat,
     /// Niantic `.spz`.
     Spz,
+    /// PlayCanvas's SOG: a `.sog` bundle, or `meta.json` with its images beside it.
+    Sog,
 }
 
 impl SplatFormat {
@@ -27,6 +29,7 @@ impl SplatFormat {
             Self::CompressedPly => "compressed-ply",
             Self::Splat => "splat",
             Self::Spz => "spz",
+            Self::Sog => "sog",
         }
     }
 }
@@ -46,6 +49,12 @@ pub enum FileKind {
 }
 
 const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
+const ZIP_MAGIC: &[u8] = b"PK\x03\x04";
+
+/// `meta.json` (any case), the file an unbundled SOG is opened by.
+fn name_is_sog_meta(name: &str) -> bool {
+    Path::new(name).file_name().is_some_and(|n| n.eq_ignore_ascii_case(sog::META))
+}
 
 /// Decides the kind of a file from its first bytes (and for `.splat`, which has no magic,
 /// from its name). PLY files are told apart by their header: `chunk` + `packed_position` is
@@ -63,6 +72,12 @@ pub fn sniff(name: &str, bytes: &[u8]) -> Result<FileKind, ParseError> {
     if bytes.starts_with(GZIP_MAGIC) || bytes.starts_with(spz::MAGIC) {
         return Ok(FileKind::Splats(SplatFormat::Spz));
     }
+    if bytes.starts_with(ZIP_MAGIC) && extension == "sog" {
+        return Ok(FileKind::Splats(SplatFormat::Sog));
+    }
+    if extension == "json" && name_is_sog_meta(name) {
+        return Ok(FileKind::Splats(SplatFormat::Sog));
+    }
     if extension == "ksplat" {
         return Err(ParseError::Unsupported(
             "'.ksplat' (GaussianSplats3D's own format) is not read; export the scene as .ply, .splat or .spz".into(),
@@ -78,7 +93,7 @@ pub fn sniff(name: &str, bytes: &[u8]) -> Result<FileKind, ParseError> {
         return Err(ParseError::invalid("not a PLY file (does not start with 'ply')"));
     }
     Err(ParseError::Unsupported(
-        "unknown file type (expected .ply, .compressed.ply, .splat or .spz)".into(),
+        "unknown file type (expected .ply, .compressed.ply, .splat, .spz, .sog or a SOG's meta.json)".into(),
     ))
 }
 
@@ -92,6 +107,12 @@ pub fn load_bytes(name: &str, bytes: &[u8]) -> Result<Loaded, ParseError> {
                 SplatFormat::CompressedPly => compressed_ply::read(bytes)?,
                 SplatFormat::Splat => splat::read(bytes)?,
                 SplatFormat::Spz => spz::read(bytes)?,
+                SplatFormat::Sog if name_is_sog_meta(name) => {
+                    return Err(ParseError::invalid(
+                        "an unbundled SOG's meta.json is read from its folder (load_file), not alone",
+                    ));
+                }
+                SplatFormat::Sog => sog::read_bundle(bytes)?,
             };
             Loaded::Splats { format, splats }
         }
@@ -103,5 +124,16 @@ pub fn load_bytes(name: &str, bytes: &[u8]) -> Result<Loaded, ParseError> {
 pub fn load_file(path: &Path) -> Result<Loaded, FileError> {
     let bytes = std::fs::read(path).map_err(|e| FileError::new(path, e))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    if name_is_sog_meta(&name) {
+        // An unbundled SOG: the images it names lie beside it.
+        let folder = path.parent().unwrap_or(Path::new("."));
+        let splats = sog::read(&bytes, &mut |file| {
+            std::fs::read(folder.join(file)).map_err(|e| {
+                ParseError::invalid(format!("SOG: cannot read {file} beside meta.json: {e}"))
+            })
+        })
+        .map_err(|e| FileError::new(path, e))?;
+        return Ok(Loaded::Splats { format: SplatFormat::Sog, splats });
+    }
     load_bytes(&name, &bytes).map_err(|e| FileError::new(path, e))
 }

@@ -19,6 +19,7 @@ pub mod detect;
 pub mod filter;
 pub mod ply;
 pub mod random;
+pub mod sog;
 pub mod splat;
 pub mod spz;
 

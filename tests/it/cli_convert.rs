@@ -1,5 +1,8 @@
 //! `splatforge convert IN OUT`: every format we read to every format we write; a written
-//! `.spz` matches the one another tool (PlayCanvas) wrote of the same scene.
+//! `.spz` matches the one another tool (PlayCanvas) wrote of the same scene; a SOG we write
+//! reads back in our reader and in PlayCanvas's splat-transform, and theirs in ours (where
+//! splat-transform is installed: `SPLAT_TRANSFORM=path/to/splat-transform` or on the `PATH`;
+//! TESTING.md).
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
 use std::path::Path;
@@ -102,7 +105,11 @@ fn every_format_we_read_converts_to_every_format_we_write() {
     // A format we do not write, and a point cloud, are one clear line each.
     let cloud = data("datasets/tiny-per-frame-intrinsics/init.ply");
     for (input, output, words) in [
-        (data("splats/inria-ply/rtgs-16.ply"), dir.join("out.txt"), "write .ply, .spz or .splat"),
+        (
+            data("splats/inria-ply/rtgs-16.ply"),
+            dir.join("out.txt"),
+            "write .ply, .spz, .splat, .sog",
+        ),
         (cloud, dir.join("out.ply"), "a point cloud, not splats"),
     ] {
         let (ok, stderr) = convert(&input, &output);
@@ -189,5 +196,108 @@ fn convert_keeps_the_splats_in_the_crop_box_above_the_opacity_floor() {
         assert!(lines[0].contains(words), "{stderr}");
         assert!(!nothing.exists(), "{filters:?} wrote a file");
     }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// The splat of `b` nearest each splat of `a` (by centre): SOG keeps its splats in Morton
+/// order, not the order written.
+fn nearest_in(a: &Splats, b: &Splats) -> Vec<usize> {
+    a.means
+        .iter()
+        .map(|p| {
+            let distance = |q: &[f32; 3]| (0..3).map(|k| (p[k] - q[k]).powi(2)).sum::<f32>();
+            (0..b.len())
+                .min_by(|&i, &j| distance(&b.means[i]).total_cmp(&distance(&b.means[j])))
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Every attribute of two decodes of the same SOG agree (f32 rounding of the same math).
+fn assert_same_decode(ours: &Splats, theirs: &Splats, what: &str) {
+    assert_eq!((ours.len(), ours.sh_degree), (theirs.len(), theirs.sh_degree), "{what}");
+    let close = |a: &[f32], b: &[f32], name: &str| {
+        let error =
+            a.iter().zip(b).map(|(x, y)| (x - y).abs() / x.abs().max(1.0)).fold(0.0, f32::max);
+        assert!(error < 1e-5, "{what}: {name} differ by {error}");
+    };
+    close(ours.means.as_flattened(), theirs.means.as_flattened(), "centres");
+    close(ours.log_scales.as_flattened(), theirs.log_scales.as_flattened(), "scales");
+    close(ours.rotations.as_flattened(), theirs.rotations.as_flattened(), "rotations");
+    close(ours.sh_dc.as_flattened(), theirs.sh_dc.as_flattened(), "colours");
+    close(&ours.sh_rest, &theirs.sh_rest, "SH");
+    let opacity = |s: &Splats| {
+        s.opacity_logits.iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect::<Vec<f32>>()
+    };
+    close(&opacity(ours), &opacity(theirs), "opacities");
+}
+
+/// splat-transform's command, if installed.
+fn splat_transform() -> Option<std::path::PathBuf> {
+    let path =
+        std::env::var_os("SPLAT_TRANSFORM").map_or_else(|| "splat-transform".into(), Into::into);
+    Command::new(&path).arg("--version").output().ok().filter(|o| o.status.success()).map(|_| path)
+}
+
+#[test]
+fn a_sog_we_write_reads_back_here_and_in_splat_transform() {
+    let dir = std::env::temp_dir().join(format!("splatforge-convert-sog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Someone else's trained scene with SH degree 3: the palette is exercised.
+    let input = data("splats/inria-ply/fruit-drops-extra-prop.ply");
+    let original = splats(&input);
+    let bundle = dir.join("fruit.sog");
+    let (ok, stderr) = convert(&input, &bundle);
+    assert!(ok, "{stderr}");
+    let ours = splats(&bundle);
+    assert_eq!((ours.len(), ours.sh_degree), (original.len(), 3));
+    // Every centre within SOG's 16 bits of the scene's (log-transformed) extent.
+    let extent = original.means.as_flattened().iter().fold(1.0_f32, |m, v| v.abs().max(m));
+    for (i, &j) in nearest_in(&original, &ours).iter().enumerate() {
+        let error =
+            (0..3).map(|k| (original.means[i][k] - ours.means[j][k]).abs()).fold(0.0, f32::max);
+        assert!(error <= 1e-4 * extent, "splat {i}: centre off by {error}");
+    }
+    // The unbundled form: the same files beside meta.json, read as the bundle is (a small
+    // scene: the palette's k-means is the slow part, and it is the same code).
+    let small = data("splats/inria-ply/rtgs-16.ply");
+    let meta = dir.join("unbundled").join("meta.json");
+    for output in [&meta, &dir.join("small.sog")] {
+        let (ok, stderr) = convert(&small, output);
+        assert!(ok, "{stderr}");
+    }
+    assert_eq!(splats(&meta), splats(&dir.join("small.sog")));
+    assert!(dir.join("unbundled/shN_labels.webp").is_file());
+    // And back to a PLY.
+    let (ok, stderr) = convert(&bundle, &dir.join("back.ply"));
+    assert!(ok, "{stderr}");
+    assert_eq!(splats(&dir.join("back.ply")), ours);
+
+    let Some(tool) = splat_transform() else {
+        eprintln!(
+            "a_sog_we_write_reads_back_here_and_in_splat_transform: splat-transform is not installed: our reader only"
+        );
+        std::fs::remove_dir_all(dir).ok();
+        return;
+    };
+    let run = |args: &[&Path]| {
+        let out = Command::new(&tool).args(["-w", "-g", "cpu"]).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "splat-transform {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // Ours, read by splat-transform: the same splats our reader gives.
+    run(&[&bundle, &dir.join("ours-by-them.ply")]);
+    assert_same_decode(&ours, &splats(&dir.join("ours-by-them.ply")), "our SOG");
+    // Theirs, read by us: the same splats splat-transform gives.
+    run(&[&input, &dir.join("theirs.sog")]);
+    run(&[&dir.join("theirs.sog"), &dir.join("theirs-by-them.ply")]);
+    assert_same_decode(
+        &splats(&dir.join("theirs.sog")),
+        &splats(&dir.join("theirs-by-them.ply")),
+        "their SOG",
+    );
     std::fs::remove_dir_all(dir).ok();
 }

@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 use tokio::sync::mpsc::{Receiver, Sender, channel};
 
-use splat_formats::{PointCloud, Splats, ply, splat, spz};
+use splat_formats::{PointCloud, Splats, ply, sog, splat, spz};
+use splat_render::kernels::kmeans::Kmeans;
 use splat_render::{
     GpuContext, GpuError, GpuSplats, LedgerSnapshot, Owner, ShPrecision, human_bytes,
 };
@@ -1073,9 +1074,9 @@ impl Task {
                 .splats_async()
                 .await
                 .map_err(|e| e.to_string())
-                .and_then(|splats| write_splats(path, &splats)),
+                .and_then(|splats| write_splats(path, &splats, Some(&self.ctx))),
             // A failed run's last good step.
-            (Ok(()), None, Some((_, splats))) => write_splats(path, splats),
+            (Ok(()), None, Some((_, splats))) => write_splats(path, splats, Some(&self.ctx)),
             (Ok(()), None, None) => {
                 self.warn("nothing to export: no run").await;
                 return;
@@ -1202,11 +1203,12 @@ impl Task {
 }
 
 /// The formats [`write_splats`] writes, by extension.
-pub const EXPORT_EXTENSIONS: [&str; 3] = ["ply", "spz", "splat"];
+pub const EXPORT_EXTENSIONS: [&str; 4] = ["ply", "spz", "splat", "sog"];
 
-/// Writes `.ply`, `.spz` or `.splat` (by extension; `.splat` keeps SH degree 0 only) through
-/// a temporary file and a rename.
-pub fn write_splats(path: &Path, splats: &Splats) -> Result<(), String> {
+/// Writes `.ply`, `.spz`, `.splat` or `.sog` (by extension; `.splat` keeps SH degree 0 only)
+/// through a temporary file and a rename. A `.sog`'s SH palette is clustered on `gpu` when
+/// given ([`sog_files`]).
+pub fn write_splats(path: &Path, splats: &Splats, gpu: Option<&GpuContext>) -> Result<(), String> {
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     let in_file = |e: splat_formats::ParseError| format!("{}: {e}", path.display());
     let bytes = match extension.as_str() {
@@ -1217,9 +1219,41 @@ pub fn write_splats(path: &Path, splats: &Splats) -> Result<(), String> {
         }
         "spz" => spz::write(splats).map_err(in_file)?,
         "splat" => splat::write(splats),
-        _ => return Err(format!("{}: export as .ply, .spz or .splat", path.display())),
+        "sog" => {
+            sog::bundle(&sog_files(splats, gpu).map_err(|e| format!("{}: {e}", path.display()))?)
+                .map_err(in_file)?
+        }
+        _ => return Err(format!("{}: export as .ply, .spz, .splat or .sog", path.display())),
     };
     write_atomically(path, &bytes)
+}
+
+/// The files of a SOG of `splats` (`formats::sog::encode`), the SH palette clustered by
+/// k-means on `gpu` (seconds for a million splats), or on the CPU without one (minutes at that
+/// size; fine for small scenes).
+pub fn sog_files(
+    splats: &Splats,
+    gpu: Option<&GpuContext>,
+) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let palette = match gpu {
+        Some(ctx) if splats.sh_degree > 0 && !splats.is_empty() => {
+            let dim = 3 * (splat_formats::sh_coeffs_for_degree(splats.sh_degree) - 1);
+            let kmeans = Kmeans::new(ctx).map_err(|e| e.to_string())?;
+            let palette = kmeans
+                .run(
+                    ctx,
+                    &splats.sh_rest,
+                    dim,
+                    sog::palette_size(splats.len()),
+                    sog::KMEANS_ITERATIONS,
+                    Owner::Shared,
+                )
+                .map_err(|e| format!("clustering the SH palette on the GPU failed: {e}"))?;
+            Some(palette)
+        }
+        _ => None,
+    };
+    sog::encode(splats, palette).map_err(|e| e.to_string())
 }
 
 /// Writes `bytes` atomically: a temporary file in the same folder, synced, then renamed

@@ -122,9 +122,9 @@ impl Files {
                     .add_filter("Dataset (.zip, transforms.json)", &["zip", "json"])
                     .add_filter("Any file", &["*"]),
                 OpenKind::DatasetFolder => dialog,
-                OpenKind::SplatFile => {
-                    dialog.add_filter("Splats", &["ply", "splat", "spz"]).add_filter("Any", &["*"])
-                }
+                OpenKind::SplatFile => dialog
+                    .add_filter("Splats", &["ply", "splat", "spz", "sog"])
+                    .add_filter("Any", &["*"]),
                 OpenKind::InitPly => dialog.add_filter("Point cloud", &["ply"]),
                 OpenKind::Checkpoint => dialog.add_filter("Checkpoint", &["ckpt"]),
             };
@@ -157,7 +157,8 @@ impl Files {
                 SaveKind::Export => dialog
                     .set_title("Export splats")
                     .add_filter("PLY (3DGS)", &["ply"])
-                    .add_filter("SPZ (compressed)", &["spz"]),
+                    .add_filter("SPZ (compressed)", &["spz"])
+                    .add_filter("SOG (web viewers)", &["sog"]),
                 SaveKind::Checkpoint => {
                     dialog.set_title("Save a checkpoint").add_filter("Checkpoint", &["ckpt"])
                 }
@@ -205,32 +206,40 @@ fn open(gpu: &GpuContext, path: &Path) -> Result<Opened, String> {
     let extension = Path::new(&name).extension().and_then(|e| e.to_str()).unwrap_or_default();
     match extension {
         "zip" => Ok(Opened::Dataset(path.to_path_buf())),
+        // An unbundled SOG scene, its images beside it.
+        "json" if name.eq_ignore_ascii_case(formats::sog::META) => open_splats(path, gpu),
         // A dataset's own description: open the folder it is in.
         "json" => path
             .parent()
             .map(|dir| Opened::Dataset(dir.to_path_buf()))
             .ok_or_else(|| format!("{}: no folder around it", path.display())),
         "ckpt" => Ok(Opened::Checkpoint(path.to_path_buf())),
-        "ply" | "splat" | "spz" | "ksplat" => match formats::load_file(path) {
-            Ok(Loaded::Splats { splats, .. }) => {
-                let gpu_splats = GpuSplats::upload(gpu, &splats, Owner::Viewer)
-                    .map_err(|e| format!("{}: cannot upload: {e}", path.display()))?;
-                Ok(Opened::Splats {
-                    path: path.to_path_buf(),
-                    splats: Arc::new(gpu_splats),
-                    focus: focus_from_points(&splats.means),
-                })
-            }
-            Ok(Loaded::Points(cloud)) => {
-                Ok(Opened::PointCloud { path: path.to_path_buf(), points: cloud.len() })
-            }
-            Err(e) => Err(e.to_string()),
-        },
+        "ply" | "splat" | "spz" | "ksplat" | "sog" => open_splats(path, gpu),
         _ => Err(format!(
             "{}: not something Splatforge opens (a dataset folder or .zip, a folder of \
-             photos or a video to compute camera poses for, a .ply, .compressed.ply, .splat or \
-             .spz scene, a point-cloud .ply or a .ckpt checkpoint)",
+             photos or a video to compute camera poses for, a .ply, .compressed.ply, .splat, \
+             .spz or .sog scene (or a SOG's meta.json), a point-cloud .ply or a .ckpt \
+             checkpoint)",
             path.display()
         )),
+    }
+}
+
+/// Reads a splat scene (or a point cloud) and uploads a scene for the viewer.
+fn open_splats(path: &Path, gpu: &GpuContext) -> Result<Opened, String> {
+    match formats::load_file(path) {
+        Ok(Loaded::Splats { splats, .. }) => {
+            let gpu_splats = GpuSplats::upload(gpu, &splats, Owner::Viewer)
+                .map_err(|e| format!("{}: cannot upload: {e}", path.display()))?;
+            Ok(Opened::Splats {
+                path: path.to_path_buf(),
+                splats: Arc::new(gpu_splats),
+                focus: focus_from_points(&splats.means),
+            })
+        }
+        Ok(Loaded::Points(cloud)) => {
+            Ok(Opened::PointCloud { path: path.to_path_buf(), points: cloud.len() })
+        }
+        Err(e) => Err(e.to_string()),
     }
 }

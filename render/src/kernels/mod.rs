@@ -6,6 +6,7 @@
 //! `splat_params.wgsl` (the parameter bindings and the projection), and the kernel itself. [`shader_sources`] lists
 //! every composition, so one test validates them all with naga.
 
+pub mod kmeans;
 pub mod present;
 pub mod scan;
 pub mod sort;
@@ -130,6 +131,7 @@ pub fn shader_sources() -> Vec<(String, String)> {
     all.extend(scan::shader_sources());
     all.extend(sort::shader_sources());
     all.push(("present".into(), include_str!("present.wgsl").into()));
+    all.push(("k-means assign (kmeans.wgsl)".into(), kmeans::SHADER.into()));
     all
 }
 

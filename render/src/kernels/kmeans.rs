@@ -1,0 +1,343 @@
+//! k-means on the GPU for SOG's SH palette (`formats::sog`): the assignment step — n points ×
+//! k centroids × dim, the whole cost of Lloyd's algorithm — in `kmeans.wgsl`; the rest
+//! (start, centroid means) is `formats::sog::kmeans_with`'s, shared with the CPU reference.
+//!
+//! The points are uploaded once, in chunks that each fit one storage binding; each round
+//! uploads the centroids, assigns every chunk and reads the labels back (4 bytes a point).
+//! Every buffer is in the ledger under the caller's owner and dropped at the end.
+//!
+//! Tolerance against the CPU ([`splat_formats::sog::assign_nearest`]): each distance is the
+//! same sum in the same order, but WGSL lets a driver fuse the multiply-adds, so a point whose
+//! two nearest centroids are within rounding of each other may take either.
+
+use splat_formats::sog::{ShPalette, kmeans_with};
+
+use crate::context::{GpuBuffer, GpuContext, GpuError};
+use crate::gpu_splats::read_bytes;
+use crate::kernels::DispatchLimits;
+use crate::ledger::{Category, Owner};
+
+/// Keep in sync with kmeans.wgsl.
+const WORKGROUP_SIZE: u32 = 128;
+/// The widest point the kernel takes: SH degree 3's 45 coefficients. Keep in sync with
+/// kmeans.wgsl.
+pub const MAX_DIM: usize = 45;
+/// Points a chunk holds at most, whatever the binding allows: bounds one upload.
+const MAX_CHUNK_POINTS: usize = 1 << 20;
+
+/// The WGSL source.
+pub const SHADER: &str = include_str!("kmeans.wgsl");
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    points: u32,
+    centroids: u32,
+    dim: u32,
+    groups_x: u32,
+}
+
+/// The assignment pipeline.
+pub struct Kmeans {
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+}
+
+impl Kmeans {
+    pub fn new(ctx: &GpuContext) -> Result<Self, GpuError> {
+        ctx.checked("k-means pipeline", || {
+            let device = &ctx.device;
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("kmeans.wgsl"),
+                source: wgpu::ShaderSource::Wgsl(SHADER.into()),
+            });
+            let entry = |binding, ty| wgpu::BindGroupLayoutEntry {
+                binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty,
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            };
+            let storage = |read_only| wgpu::BufferBindingType::Storage { read_only };
+            let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("k-means"),
+                entries: &[
+                    entry(0, wgpu::BufferBindingType::Uniform),
+                    entry(1, storage(true)),
+                    entry(2, storage(true)),
+                    entry(3, storage(false)),
+                ],
+            });
+            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("k-means"),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("k-means assign"),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some("assign"),
+                compilation_options: wgpu::PipelineCompilationOptions::default(),
+                cache: None,
+            });
+            Ok(Self { pipeline, layout })
+        })
+    }
+
+    /// [`splat_formats::sog::kmeans`] with the assignment on the GPU: `points` rows of `dim`
+    /// (1..=[`MAX_DIM`]) into at most `k` centroids, `iterations` rounds.
+    pub fn run(
+        &self,
+        ctx: &GpuContext,
+        points: &[f32],
+        dim: usize,
+        k: usize,
+        iterations: usize,
+        owner: Owner,
+    ) -> Result<ShPalette, GpuError> {
+        if !(1..=MAX_DIM).contains(&dim) {
+            return Err(GpuError::Validation {
+                label: "k-means".into(),
+                message: format!("points of {dim} values (1 to {MAX_DIM} are supported)"),
+            });
+        }
+        let uploaded = self.upload(ctx, points, dim, k, owner)?;
+        kmeans_with(points, dim, k, iterations, &mut |centroids, labels| {
+            uploaded.assign(ctx, &self.pipeline, centroids, labels)
+        })
+    }
+
+    /// The points in chunks of whole workgroups that each fit one binding, room for `k`
+    /// centroids, and a bind group a chunk.
+    fn upload(
+        &self,
+        ctx: &GpuContext,
+        points: &[f32],
+        dim: usize,
+        k: usize,
+        owner: Owner,
+    ) -> Result<Uploaded, GpuError> {
+        let n = points.len() / dim;
+        let limits = DispatchLimits::of(&ctx.device);
+        let binding = ctx.device.limits().max_storage_buffer_binding_size as usize;
+        let workgroup = WORKGROUP_SIZE as usize;
+        let chunk =
+            ((binding / (dim * 4)).min(MAX_CHUNK_POINTS) / workgroup * workgroup).max(workgroup);
+        let storage = wgpu::BufferUsages::STORAGE;
+        let centroids = ctx.create_buffer(
+            "k-means centroids",
+            (k.min(n).max(1) * dim * 4) as u64,
+            storage | wgpu::BufferUsages::COPY_DST,
+            Category::Other,
+            owner,
+        )?;
+        let chunks = (0..n.div_ceil(chunk))
+            .map(|c| -> Result<Chunk, GpuError> {
+                let range = c * chunk..((c + 1) * chunk).min(n);
+                let count = range.len();
+                let points = ctx.create_buffer_init(
+                    "k-means points",
+                    bytemuck::cast_slice(&points[range.start * dim..range.end * dim]),
+                    storage,
+                    Category::Other,
+                    owner,
+                )?;
+                let labels = ctx.create_buffer(
+                    "k-means labels",
+                    count as u64 * 4,
+                    storage | wgpu::BufferUsages::COPY_SRC,
+                    Category::Other,
+                    owner,
+                )?;
+                let params = ctx.create_buffer(
+                    "k-means params",
+                    size_of::<Params>() as u64,
+                    wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    Category::Other,
+                    owner,
+                )?;
+                let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("k-means"),
+                    layout: &self.layout,
+                    entries: &[
+                        wgpu::BindGroupEntry { binding: 0, resource: params.as_entire_binding() },
+                        wgpu::BindGroupEntry { binding: 1, resource: points.as_entire_binding() },
+                        wgpu::BindGroupEntry {
+                            binding: 2,
+                            resource: centroids.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry { binding: 3, resource: labels.as_entire_binding() },
+                    ],
+                });
+                let grid = limits.grid((count as u32).div_ceil(WORKGROUP_SIZE));
+                Ok(Chunk {
+                    first: range.start,
+                    count,
+                    _points: points,
+                    labels,
+                    params,
+                    bind_group,
+                    grid,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Uploaded { dim, centroids, chunks })
+    }
+}
+
+/// The points on the GPU, ready for rounds of assignment.
+struct Uploaded {
+    dim: usize,
+    centroids: GpuBuffer,
+    chunks: Vec<Chunk>,
+}
+
+impl Uploaded {
+    /// One assignment round: `centroids` up, every chunk assigned, the labels read back.
+    fn assign(
+        &self,
+        ctx: &GpuContext,
+        pipeline: &wgpu::ComputePipeline,
+        centroids: &[f32],
+        labels: &mut [u32],
+    ) -> Result<(), GpuError> {
+        ctx.checked("k-means assign", || {
+            ctx.queue.write_buffer(&self.centroids, 0, bytemuck::cast_slice(centroids));
+            let mut encoder = ctx
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("k-means") });
+            for chunk in &self.chunks {
+                let params = Params {
+                    points: chunk.count as u32,
+                    centroids: (centroids.len() / self.dim) as u32,
+                    dim: self.dim as u32,
+                    groups_x: chunk.grid.0,
+                };
+                ctx.queue.write_buffer(&chunk.params, 0, bytemuck::bytes_of(&params));
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("k-means assign"),
+                    timestamp_writes: None,
+                });
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, &chunk.bind_group, &[]);
+                pass.dispatch_workgroups(chunk.grid.0, chunk.grid.1, 1);
+            }
+            ctx.queue.submit([encoder.finish()]);
+            Ok(())
+        })?;
+        for chunk in &self.chunks {
+            let bytes = read_bytes(ctx, &chunk.labels, chunk.count as u64 * 4)?;
+            let out = &mut labels[chunk.first..chunk.first + chunk.count];
+            for (label, word) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                *label = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One binding's worth of points and their labels.
+struct Chunk {
+    first: usize,
+    count: usize,
+    /// Bound by `bind_group`; kept alive with it.
+    _points: GpuBuffer,
+    labels: GpuBuffer,
+    params: GpuBuffer,
+    bind_group: wgpu::BindGroup,
+    grid: (u32, u32),
+}
+
+#[cfg(test)]
+mod tests {
+    use splat_formats::sog::{assign_nearest, kmeans};
+
+    use super::*;
+
+    fn context() -> GpuContext {
+        pollster::block_on(GpuContext::new_headless()).expect("a GPU adapter (lavapipe in CI)")
+    }
+
+    /// Points spread in 45 dimensions (SH degree 3), deterministic.
+    fn points(n: usize, dim: usize) -> Vec<f32> {
+        let mut state = 0x2545_f491_u32;
+        (0..n * dim)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                (state as f32 / u32::MAX as f32) - 0.5
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_gpu_assigns_each_point_its_nearest_centroid_as_the_cpu_does() {
+        let ctx = context();
+        let kernel = Kmeans::new(&ctx).unwrap();
+        for dim in [9, 24, 45] {
+            let data = points(3_000, dim);
+            // Centroids: 300 of the points (one iteration, no update: the assignment alone).
+            let gpu = kernel.run(&ctx, &data, dim, 300, 0, Owner::Shared).unwrap();
+            let mut cpu = vec![0; 3_000];
+            assign_nearest(&data, dim, &gpu.centroids, &mut cpu);
+            let distance = |i: usize, c: u32| -> f32 {
+                let c = c as usize;
+                data[i * dim..(i + 1) * dim]
+                    .iter()
+                    .zip(&gpu.centroids[c * dim..(c + 1) * dim])
+                    .map(|(p, q)| (p - q) * (p - q))
+                    .sum()
+            };
+            for (i, (&g, &c)) in gpu.labels.iter().zip(&cpu).enumerate() {
+                if g != c {
+                    // Only a tie within rounding may go either way (module docs).
+                    let (dg, dc) = (distance(i, g), distance(i, c));
+                    assert!(
+                        (dg - dc).abs() <= 1e-5 * dc.max(1e-6),
+                        "dim {dim} point {i}: {g} {dg} vs {c} {dc}"
+                    );
+                }
+            }
+        }
+        assert_eq!(ctx.ledger().owner_bytes(Owner::Shared), 0, "every buffer freed");
+    }
+
+    #[test]
+    fn the_gpu_palette_is_the_cpu_palette_on_separate_clusters() {
+        let ctx = context();
+        let kernel = Kmeans::new(&ctx).unwrap();
+        // 40 clumps far apart: no point is near a tie, so both find the same palette.
+        let dim = 24;
+        let data: Vec<f32> = (0..4_000)
+            .flat_map(|i| {
+                (0..dim).map(move |d| ((i % 40) * 10 + d) as f32 + 0.001 * (i % 7) as f32)
+            })
+            .collect();
+        let gpu = kernel.run(&ctx, &data, dim, 40, 5, Owner::Shared).unwrap();
+        let cpu = kmeans(&data, dim, 40, 5);
+        assert_eq!(gpu, cpu);
+    }
+
+    #[test]
+    fn points_beyond_one_binding_go_in_chunks() {
+        // A device whose storage bindings hold 1,024 points of 9 values: 9,000 points take
+        // nine chunks, and the labels still match the CPU's.
+        let options = crate::HeadlessOptions {
+            max_storage_buffer_binding_size: Some(9 * 4 * 1_024),
+            ..crate::HeadlessOptions::default()
+        };
+        let ctx = pollster::block_on(GpuContext::new_headless_with(&options)).unwrap();
+        let kernel = Kmeans::new(&ctx).unwrap();
+        let data = points(9_000, 9);
+        let gpu = kernel.run(&ctx, &data, 9, 64, 0, Owner::Shared).unwrap();
+        let mut cpu = vec![0; 9_000];
+        assign_nearest(&data, 9, &gpu.centroids, &mut cpu);
+        let same = gpu.labels.iter().zip(&cpu).filter(|(a, b)| a == b).count();
+        assert!(same >= 8_990, "{same} of 9000 agree");
+    }
+}
