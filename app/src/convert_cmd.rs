@@ -14,7 +14,9 @@ use splat_trainer::checkpoint;
 use splat_trainer::formats::filter::Filter;
 use splat_trainer::formats::{Loaded, Splats, load_file, sog};
 use splat_trainer::render::GpuContext;
-use splat_trainer::task::{EXPORT_EXTENSIONS, sog_files, write_atomically, write_splats};
+use splat_trainer::task::{
+    EXPORT_EXTENSIONS, cpu_palette_seconds, is_software, sog_files, write_atomically, write_splats,
+};
 
 /// `--min-opacity`: a number from 0 to 1.
 pub fn parse_opacity(text: &str) -> Result<f32, String> {
@@ -55,7 +57,7 @@ pub fn run(input: &Path, output: &Path, filter: &Filter) -> anyhow::Result<()> {
         );
     }
     let is_sog = extension == "sog" || unbundled_sog;
-    let gpu = if is_sog && splats.sh_degree > 0 { sog_gpu(splats.len()) } else { None };
+    let gpu = if is_sog && splats.sh_degree > 0 { sog_gpu(&splats) } else { None };
     let started = Instant::now();
     if unbundled_sog {
         write_unbundled_sog(output, &splats, gpu.as_ref())?;
@@ -69,18 +71,22 @@ pub fn run(input: &Path, output: &Path, filter: &Filter) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A GPU for the SOG palette's k-means, or `None` (said) when there is none.
-fn sog_gpu(splats: usize) -> Option<GpuContext> {
-    match pollster::block_on(GpuContext::new_headless()) {
-        Ok(ctx) => Some(ctx),
-        Err(e) => {
+/// A GPU for the SOG palette's k-means, or `None` when there is none; says how long the CPU
+/// will take instead when that is long.
+fn sog_gpu(splats: &Splats) -> Option<GpuContext> {
+    let gpu = pollster::block_on(GpuContext::new_headless()).ok();
+    if gpu.as_ref().is_none_or(is_software) {
+        let seconds = cpu_palette_seconds(splats);
+        if seconds > 10.0 {
             eprintln!(
-                "warning: no GPU ({e}): the SH palette of {splats} splats is clustered on the \
-                 CPU, which takes minutes for a million"
+                "no GPU: the SH palette of {} splats is clustered on the CPU, about {:.0} \
+                 minutes",
+                splats.len(),
+                (seconds / 60.0).ceil()
             );
-            None
         }
     }
+    gpu
 }
 
 /// `meta.json` (any case): an unbundled SOG, its images written beside it.

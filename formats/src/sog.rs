@@ -15,11 +15,11 @@
 //! files beside `meta.json`. What we write follows splat-transform's writer (the reference):
 //! splats in Morton order of their centres, image width `⌈√n / 4⌉·4`, codebooks by 1-D
 //! clustering, the SH palette by k-means with `min(64, 2^⌊log₂(n/1024)⌋)·1024` entries.
-//! Codebooks here are Lloyd's 1-D k-means from quantiles (on sorted values, so an iteration is
-//! a binary search a centroid); quantised values are rounded (splat-transform truncates).
+//! Codebooks are the exact optimum of a weighted squared error over binned values
+//! ([`Codebook`]); quantised values are rounded (splat-transform truncates).
 //!
 //! The palette is the slow part (n × entries × 3·(K−1) per iteration): [`encode`] takes one
-//! computed elsewhere (the GPU's, `render::kmeans`) or clusters on the CPU with [`kmeans`],
+//! computed elsewhere (the GPU's, `render::kernels::kmeans`) or clusters on the CPU with [`kmeans`],
 //! fine for small scenes.
 
 use std::io::{Cursor, Read as _, Write as _};
@@ -36,8 +36,6 @@ const PALETTE_ROW: usize = 64;
 pub const MAX_PALETTE: usize = 65_536;
 /// Lloyd iterations of the SH palette (splat-transform's default).
 pub const KMEANS_ITERATIONS: usize = 10;
-/// Lloyd iterations of a 1-D codebook: each costs a binary search a centroid.
-const CODEBOOK_ITERATIONS: usize = 50;
 /// WebP's largest side.
 const MAX_SIDE: usize = 16_383;
 /// Largest member of a bundle we unpack (a 16383² RGBA image is 1 GiB raw; WebP is smaller).
@@ -478,6 +476,7 @@ pub fn read(
     if let Some(sh_n) = meta.sh_n.as_ref().filter(|_| sh_degree > 0) {
         read_sh_rest(sh_n, &mut images, &mut splats)?;
     }
+    splats.validate()?;
     Ok(splats)
 }
 
@@ -646,15 +645,17 @@ fn morton_order(means: &[[f32; 3]]) -> Vec<u32> {
 /// A 256-entry 1-D codebook. The finite values are binned — bin edges at [`CODEBOOK_BINS`]
 /// even steps of the range and as many quantiles, so a few far outliers do not squeeze the
 /// dense middle into one bin — and each bin, at its values' mean, weighs the square root of
-/// its count: sparse tails (the smallest scales, the brightest colours) get entries of their
-/// own instead of sharing one far from their values. Then weighted Lloyd's k-means from the
-/// weighted quantiles. Non-finite values take the nearest end entry (NaN the first).
+/// its count, so sparse tails (the largest scales, the brightest colours) still earn entries.
+/// The entries are then the optimum of that weighted squared error, found exactly by dynamic
+/// programming over the bins (as splat-transform does): Lloyd's iterations from quantiles
+/// leave a far tail sharing one entry (the largest splats of a scene 30% off in size).
+/// Non-finite values take the nearest end entry (NaN the first).
 struct Codebook {
     centroids: Vec<f32>,
 }
 
 /// Bins of each kind (even, quantile) the codebook's values are gathered into.
-const CODEBOOK_BINS: usize = 4096;
+const CODEBOOK_BINS: usize = 1024;
 
 impl Codebook {
     fn fit(values: impl Iterator<Item = f32>) -> Self {
@@ -688,46 +689,8 @@ impl Codebook {
                 ((prefix[w[1]] - prefix[w[0]]) / count, count.sqrt())
             })
             .collect();
-        let mut weight = Vec::with_capacity(bins.len() + 1);
-        let mut moment = Vec::with_capacity(bins.len() + 1);
-        weight.push(0.0);
-        moment.push(0.0);
-        for &(mean, w) in &bins {
-            weight.push(weight[weight.len() - 1] + w);
-            moment.push(moment[moment.len() - 1] + w * mean);
-        }
-        let total = weight[bins.len()];
-        let mut centroids: Vec<f64> = (0..CODEBOOK_SIZE)
-            .map(|c| {
-                let target = total * (c as f64 + 0.5) / CODEBOOK_SIZE as f64;
-                let bin = weight.partition_point(|&w| w <= target).clamp(1, bins.len()) - 1;
-                bins[bin].0
-            })
-            .collect();
-        centroids.dedup();
-        for _ in 0..CODEBOOK_ITERATIONS {
-            let mut moved = false;
-            let mut start = 0;
-            let count = centroids.len();
-            for c in 0..count {
-                let end = if c + 1 == count {
-                    bins.len()
-                } else {
-                    let boundary = 0.5 * (centroids[c] + centroids[c + 1]);
-                    bins.partition_point(|&(mean, _)| mean < boundary)
-                };
-                if weight[end] > weight[start] {
-                    let mean = (moment[end] - moment[start]) / (weight[end] - weight[start]);
-                    moved |= mean.to_bits() != centroids[c].to_bits();
-                    centroids[c] = mean;
-                }
-                start = end;
-            }
-            if !moved {
-                break;
-            }
-        }
-        let mut centroids: Vec<f32> = centroids.into_iter().map(|c| c as f32).collect();
+        let mut centroids: Vec<f32> =
+            optimal_segments(&bins, CODEBOOK_SIZE).into_iter().map(|c| c as f32).collect();
         centroids.sort_unstable_by(f32::total_cmp);
         centroids.dedup();
         // Unused entries repeat the last, as splat-transform pads.
@@ -750,6 +713,71 @@ impl Codebook {
         };
         index as u8
     }
+}
+
+/// The weighted means of the at most `k` runs of consecutive `(value, weight)` points (in
+/// value order) that minimise the weighted squared error: dynamic programming over the number
+/// of runs, each row by divide and conquer (the best start of a run ending at `j` does not
+/// decrease with `j`), so O(k · n · log n).
+fn optimal_segments(points: &[(f64, f64)], k: usize) -> Vec<f64> {
+    let n = points.len();
+    let k = k.min(n);
+    // Prefix sums of w, w·v and w·v² for a run's cost in O(1).
+    let mut sums = vec![(0.0_f64, 0.0_f64, 0.0_f64); n + 1];
+    for (i, &(v, w)) in points.iter().enumerate() {
+        let (a, b, c) = sums[i];
+        sums[i + 1] = (a + w, b + w * v, c + w * v * v);
+    }
+    // Points start..end (exclusive) as one run: Σw v² − (Σw v)² / Σw.
+    let cost = |start: usize, end: usize| {
+        let w = sums[end].0 - sums[start].0;
+        let wv = sums[end].1 - sums[start].1;
+        let wvv = sums[end].2 - sums[start].2;
+        if w > 0.0 { (wvv - wv * wv / w).max(0.0) } else { 0.0 }
+    };
+    // previous[j]: the least error of the first j points in m − 1 runs; starts[m][j]: where the
+    // last of m runs over the first j points begins.
+    let mut previous: Vec<f64> = (0..=n).map(|j| cost(0, j)).collect();
+    let mut starts = vec![vec![0_u32; n + 1]];
+    for m in 2..=k {
+        let mut current = vec![f64::INFINITY; n + 1];
+        let mut start = vec![0_u32; n + 1];
+        // Ends m..=n, each run's start in [m − 1, end − 1].
+        let mut stack = vec![(m, n, m - 1, n - 1)];
+        while let Some((lo, hi, first, last)) = stack.pop() {
+            if lo > hi {
+                continue;
+            }
+            let mid = usize::midpoint(lo, hi);
+            let mut best = (f64::INFINITY, first);
+            let end = last.min(mid - 1);
+            for (s, &before) in previous.iter().enumerate().take(end + 1).skip(first) {
+                let total = before + cost(s, mid);
+                if total < best.0 {
+                    best = (total, s);
+                }
+            }
+            current[mid] = best.0;
+            start[mid] = best.1 as u32;
+            stack.push((lo, mid - 1, first, best.1));
+            stack.push((mid + 1, hi, best.1, last));
+        }
+        previous = current;
+        starts.push(start);
+    }
+    // Walk the runs back from the end.
+    let mut means = Vec::with_capacity(k);
+    let mut end = n;
+    for m in (1..=k).rev() {
+        let start = if m == 1 { 0 } else { starts[m - 1][end] as usize };
+        let w = sums[end].0 - sums[start].0;
+        if w > 0.0 {
+            means.push((sums[end].1 - sums[start].1) / w);
+        }
+        end = start;
+    }
+    means.reverse();
+    means
 }
 
 /// An image decoded to RGBA.
@@ -927,6 +955,54 @@ mod tests {
             let dot: f32 = q.iter().zip(back).map(|(a, b)| a * b).sum();
             assert!(dot.abs() > 0.9999, "{q:?} {back:?}");
         }
+    }
+
+    #[test]
+    fn mutated_bundles_read_or_fail_but_never_panic() {
+        // A bundle of someone else's SH-3 scene, each mutant with a few bytes of one member
+        // changed (meta.json or an image; the archive is rebuilt, as its checksums would
+        // refuse any change before our code saw it) or of the archive itself: every one
+        // reads or gives an error.
+        let splats = scene("splats/inria-ply/fruit-drops-extra-prop.ply");
+        let files = encode(&splats, Some(kmeans(&splats.sh_rest, 45, 64, 1))).unwrap();
+        let mut state = 0x9e37_79b9_u32;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            state as usize
+        };
+        let (mut read, mut refused) = (0, 0);
+        for round in 0..300 {
+            let mut members = files.clone();
+            let member = next() % (members.len() + 1);
+            let bytes = if member < members.len() {
+                let data = &mut members[member].1;
+                for _ in 0..=(next() % 4) {
+                    let at = next() % data.len();
+                    // meta.json: a digit for a digit, so the JSON mostly stays JSON.
+                    data[at] = if member + 1 == files.len() && data[at].is_ascii_digit() {
+                        b'0' + (next() % 10) as u8
+                    } else {
+                        next() as u8
+                    };
+                }
+                bundle(&members).unwrap()
+            } else {
+                let mut archive = bundle(&members).unwrap();
+                let at = next() % archive.len();
+                archive[at] ^= 1 << (round % 8);
+                archive
+            };
+            match read_bundle(&bytes) {
+                Ok(s) => {
+                    assert_eq!(s.len(), splats.len());
+                    read += 1;
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        assert!(read > 0 && refused > 0, "{read} read, {refused} refused");
     }
 
     #[test]

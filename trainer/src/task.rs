@@ -1229,31 +1229,68 @@ pub fn write_splats(path: &Path, splats: &Splats, gpu: Option<&GpuContext>) -> R
 }
 
 /// The files of a SOG of `splats` (`formats::sog::encode`), the SH palette clustered by
-/// k-means on `gpu` (seconds for a million splats), or on the CPU without one (minutes at that
-/// size; fine for small scenes).
+/// k-means ([`sh_palette`]).
 pub fn sog_files(
     splats: &Splats,
     gpu: Option<&GpuContext>,
 ) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let palette = match gpu {
-        Some(ctx) if splats.sh_degree > 0 && !splats.is_empty() => {
-            let dim = 3 * (splat_formats::sh_coeffs_for_degree(splats.sh_degree) - 1);
-            let kmeans = Kmeans::new(ctx).map_err(|e| e.to_string())?;
-            let palette = kmeans
-                .run(
-                    ctx,
-                    &splats.sh_rest,
-                    dim,
-                    sog::palette_size(splats.len()),
-                    sog::KMEANS_ITERATIONS,
-                    Owner::Shared,
-                )
-                .map_err(|e| format!("clustering the SH palette on the GPU failed: {e}"))?;
-            Some(palette)
-        }
-        _ => None,
-    };
+    let palette = sh_palette(splats, gpu)?;
     sog::encode(splats, palette).map_err(|e| e.to_string())
+}
+
+/// SOG's SH palette of `splats` (none at SH degree 0): the k-means assignment on `gpu` when it
+/// is a real one (seconds for a million splats), else on every CPU core (a software adapter
+/// such as llvmpipe is slower than that).
+pub fn sh_palette(
+    splats: &Splats,
+    gpu: Option<&GpuContext>,
+) -> Result<Option<sog::ShPalette>, String> {
+    if splats.sh_degree == 0 || splats.is_empty() {
+        return Ok(None);
+    }
+    let dim = 3 * (splat_formats::sh_coeffs_for_degree(splats.sh_degree) - 1);
+    let k = sog::palette_size(splats.len());
+    let points = &splats.sh_rest;
+    if let Some(ctx) = gpu.filter(|ctx| !is_software(ctx)) {
+        let palette = Kmeans::new(ctx)
+            .and_then(|kmeans| {
+                kmeans.run(ctx, points, dim, k, sog::KMEANS_ITERATIONS, Owner::Shared)
+            })
+            .map_err(|e| format!("clustering the SH palette on the GPU failed: {e}"))?;
+        return Ok(Some(palette));
+    }
+    let assign = &mut |centroids: &[f32], labels: &mut [u32]| {
+        use rayon::prelude::*;
+        labels
+            .par_iter_mut()
+            .zip(points.par_chunks_exact(dim))
+            .for_each(|(label, point)| *label = sog::nearest(point, centroids, dim));
+        Ok::<(), std::convert::Infallible>(())
+    };
+    let palette = match sog::kmeans_with(points, dim, k, sog::KMEANS_ITERATIONS, assign) {
+        Ok(palette) => palette,
+        Err(never) => match never {},
+    };
+    Ok(Some(palette))
+}
+
+/// Whether `ctx` is a software adapter (llvmpipe, WARP): the CPU under another name.
+#[must_use]
+pub fn is_software(ctx: &GpuContext) -> bool {
+    ctx.adapter_info.device_type == splat_render::wgpu::DeviceType::Cpu
+}
+
+/// Seconds the SH palette of `splats` takes on this machine's CPU cores, roughly (measured:
+/// about 1.9 GFLOP/s a core for the assignment's multiply-adds).
+#[must_use]
+pub fn cpu_palette_seconds(splats: &Splats) -> f64 {
+    let dim = 3 * (splat_formats::sh_coeffs_for_degree(splats.sh_degree) - 1);
+    let work = splats.len() as f64
+        * sog::palette_size(splats.len()) as f64
+        * dim as f64
+        * (sog::KMEANS_ITERATIONS + 1) as f64;
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    work / (1.9e9 * cores as f64)
 }
 
 /// Writes `bytes` atomically: a temporary file in the same folder, synced, then renamed

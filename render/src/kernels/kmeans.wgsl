@@ -2,6 +2,10 @@
 // index on a tie, as formats::sog::nearest). The centroids pass through workgroup memory a
 // tile at a time; every invocation of a workgroup reads the same tile, so each centroid is
 // loaded from storage once a workgroup instead of once a point.
+//
+// One dispatch compares a range of at most CENTROIDS_PER_PASS centroids (kmeans.rs) and
+// keeps the best so far in `best` and `labels`: llvmpipe stops a loop nest after 65,535
+// iterations in all, and a Windows driver resets a GPU whose dispatch runs for seconds.
 
 // Keep in sync with kmeans.rs.
 const WORKGROUP_SIZE: u32 = 128u;
@@ -11,7 +15,9 @@ const MAX_DIM: u32 = 45u;
 struct Params {
     // Points in this dispatch's bindings.
     points: u32,
-    centroids: u32,
+    // The centroids this dispatch compares: first .. first + count.
+    first: u32,
+    count: u32,
     dim: u32,
     // Workgroups along x (the grid is 2D when one dimension is not enough).
     groups_x: u32,
@@ -21,6 +27,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read> points: array<f32>;
 @group(0) @binding(2) var<storage, read> centroids: array<f32>;
 @group(0) @binding(3) var<storage, read_write> labels: array<u32>;
+// Each point's squared distance to its label, carried between dispatches.
+@group(0) @binding(4) var<storage, read_write> best_distance: array<f32>;
 
 var<workgroup> tile: array<f32, 1440>; // TILE * MAX_DIM
 
@@ -38,13 +46,18 @@ fn assign(
             point[k] = points[i * dim + k];
         }
     }
-    // Larger than any finite distance: a point whose distances are all infinite or NaN keeps
-    // label 0, as on the CPU.
+    // The first range starts from larger than any finite distance: a point whose distances
+    // are all infinite or NaN keeps label 0, as on the CPU.
     var best = 3.4028235e38;
     var best_index = 0u;
+    if in_range && params.first > 0u {
+        best = best_distance[i];
+        best_index = labels[i];
+    }
+    let end = params.first + params.count;
     // The loop bounds are uniform, so every invocation meets every barrier.
-    for (var base = 0u; base < params.centroids; base += TILE) {
-        let count = min(TILE, params.centroids - base);
+    for (var base = params.first; base < end; base += TILE) {
+        let count = min(TILE, end - base);
         for (var j = lane; j < count * dim; j += WORKGROUP_SIZE) {
             tile[j] = centroids[base * dim + j];
         }
@@ -66,5 +79,6 @@ fn assign(
     }
     if in_range {
         labels[i] = best_index;
+        best_distance[i] = best;
     }
 }
