@@ -3,20 +3,42 @@
 //! `meta.json`) and `.ckpt` (a checkpoint's splats); writes `.ply`, `.spz`, `.splat` and SOG
 //! (`.sog`, or `meta.json` and its images in a folder; the SH palette clustered on the GPU
 //! when there is one). A [`Filter`] (a crop box, an opacity floor) keeps only some of the
-//! splats.
+//! splats; a [`Level`] turns the scene upright.
 
-use std::path::Path;
-
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context as _, bail};
+use glam::Vec3;
 use splat_trainer::checkpoint;
+use splat_trainer::dataset::{self, LoadOptions};
 use splat_trainer::formats::filter::Filter;
 use splat_trainer::formats::{Loaded, Splats, load_file, sog};
-use splat_trainer::render::GpuContext;
+use splat_trainer::render::level::{leveling_rotation, rotate_splats};
+use splat_trainer::render::view_controller::scene_up;
+use splat_trainer::render::{Camera, GpuContext};
 use splat_trainer::task::{
     EXPORT_EXTENSIONS, cpu_palette_seconds, is_software, sog_files, write_atomically, write_splats,
 };
+
+/// How to level the scene: turn its up to −y.
+pub enum Level {
+    /// The scene's up, given.
+    Up([f32; 3]),
+    /// The up of a dataset's cameras.
+    FromDataset(PathBuf),
+}
+
+/// `--up x,y,z`: three finite numbers, not all zero.
+pub fn parse_up(text: &str) -> Result<[f32; 3], String> {
+    let values: Vec<f32> = text.split(',').filter_map(|v| v.trim().parse().ok()).collect();
+    match values[..] {
+        [x, y, z] if values.iter().all(|v| v.is_finite()) && values.iter().any(|v| *v != 0.0) => {
+            Ok([x, y, z])
+        }
+        _ => Err(format!("an up direction is x,y,z: three numbers, not all zero (got \"{text}\")")),
+    }
+}
 
 /// `--min-opacity`: a number from 0 to 1.
 pub fn parse_opacity(text: &str) -> Result<f32, String> {
@@ -27,14 +49,29 @@ pub fn parse_opacity(text: &str) -> Result<f32, String> {
         .ok_or_else(|| format!("an opacity is a number from 0 to 1 (got \"{text}\")"))
 }
 
-pub fn run(input: &Path, output: &Path, filter: &Filter) -> anyhow::Result<()> {
+pub fn run(
+    input: &Path,
+    output: &Path,
+    filter: &Filter,
+    level: Option<&Level>,
+) -> anyhow::Result<()> {
     // The output's format first: a typo should not cost reading a large scene.
     let extension = extension(output);
     let unbundled_sog = is_sog_meta(output);
     if !EXPORT_EXTENSIONS.contains(&extension.as_str()) && !unbundled_sog {
         bail!("{}: write .ply, .spz, .splat, .sog or a SOG's meta.json", output.display());
     }
+    let up = match level {
+        Some(Level::Up(up)) => Some(Vec3::from(*up)),
+        Some(Level::FromDataset(dataset)) => Some(dataset_up(dataset)?),
+        None => None,
+    };
     let mut splats = read_scene(input)?;
+    if let Some(up) = up {
+        rotate_splats(&mut splats, leveling_rotation(up));
+        let up = up.normalize();
+        eprintln!("levelled: up ({:.3}, {:.3}, {:.3}) turned to −y", up.x, up.y, up.z);
+    }
     if !filter.is_empty() {
         let read = splats.len();
         let counts = filter.apply(&mut splats);
@@ -109,6 +146,16 @@ fn write_unbundled_sog(
         write_atomically(&path, &bytes).map_err(anyhow::Error::msg)?;
     }
     Ok(())
+}
+
+/// The up of a dataset's cameras ([`scene_up`]).
+fn dataset_up(path: &Path) -> anyhow::Result<Vec3> {
+    // Only the poses matter: the smallest images that load.
+    let options = LoadOptions { max_resolution: 16, ..LoadOptions::default() };
+    let data = dataset::load_dataset(path, &options)
+        .with_context(|| format!("--level-from {}: cannot load the dataset", path.display()))?;
+    let cameras: Vec<Camera> = data.views().map(|v| v.camera).collect();
+    Ok(scene_up(&cameras))
 }
 
 /// The splats of a scene file or a checkpoint.

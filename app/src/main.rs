@@ -139,9 +139,15 @@ enum Command {
         /// Save a checkpoint (OUT/checkpoint.ckpt) every N steps (0: never).
         #[arg(long, default_value_t = 0)]
         checkpoint_every: u32,
-        /// Formats of the trained splats, comma-separated: ply, spz, splat (OUT/splats.EXT).
+        /// Formats of the trained splats, comma-separated: ply, spz, splat, sog
+        /// (OUT/splats.EXT).
         #[arg(long, value_delimiter = ',', default_value = "ply")]
         export: Vec<String>,
+        /// Level the exported splats: turned so that the cameras' up becomes −y, as web viewers
+        /// expect (the checkpoint keeps the dataset's frame, so --init from a levelled export
+        /// would not match the dataset's cameras).
+        #[arg(long)]
+        level_exports: bool,
         /// Output folder (default: the dataset's name + "_train", beside it).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -179,8 +185,9 @@ enum Command {
     /// ffmpeg): writes a dataset (images/, sparse/0/) that train and the window open.
     Poses(poses_cmd::PosesArgs),
     /// Convert a splat scene between formats, each told by its extension: reads .ply (3DGS or
-    /// compressed), .splat, .spz and .ckpt (a checkpoint's splats); writes .ply, .spz, .splat.
-    /// Optionally keeps only some splats (--crop-box, --min-opacity).
+    /// compressed), .splat, .spz, SOG (.sog or meta.json) and .ckpt (a checkpoint's splats);
+    /// writes .ply, .spz, .splat, .sog or DIR/meta.json. Optionally keeps only some splats
+    /// (--crop-box, --min-opacity) and levels the scene (--up, --level-from).
     Convert {
         input: PathBuf,
         output: PathBuf,
@@ -191,6 +198,13 @@ enum Command {
         /// Keep only splats at least this opaque (0 to 1).
         #[arg(long, value_parser = convert_cmd::parse_opacity)]
         min_opacity: Option<f32>,
+        /// Level the scene: turn it so that this direction (x,y,z, the scene's up) becomes
+        /// −y, the up of 3DGS files and web viewers.
+        #[arg(long, allow_hyphen_values = true, value_parser = convert_cmd::parse_up, conflicts_with = "level_from")]
+        up: Option<[f32; 3]>,
+        /// Level the scene by the up of this dataset's cameras (the capture it was trained on).
+        #[arg(long)]
+        level_from: Option<PathBuf>,
     },
     /// Predicted vs measured peak GPU memory of training runs at given splat caps.
     BenchMemory {
@@ -329,6 +343,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             memory_budget,
             checkpoint_every,
             export,
+            level_exports,
             out,
             seed,
             background,
@@ -350,6 +365,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             memory_budget,
             checkpoint_every,
             export,
+            level_exports,
             out,
             seed,
             background,
@@ -358,8 +374,13 @@ fn run(command: Command) -> anyhow::Result<()> {
             progressive,
             appearance,
         }),
-        Command::Convert { input, output, crop_box, min_opacity } => {
-            convert_cmd::run(&input, &output, &Filter { crop_box, min_opacity })
+        Command::Convert { input, output, crop_box, min_opacity, up, level_from } => {
+            let level = match (up, level_from) {
+                (Some(up), _) => Some(convert_cmd::Level::Up(up)),
+                (None, Some(dataset)) => Some(convert_cmd::Level::FromDataset(dataset)),
+                (None, None) => None,
+            };
+            convert_cmd::run(&input, &output, &Filter { crop_box, min_opacity }, level.as_ref())
         }
         Command::Poses(args) => poses_cmd::run(&args),
         Command::BenchMemory {

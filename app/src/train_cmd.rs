@@ -15,6 +15,8 @@ use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::formats::Loaded;
 use splat_trainer::loss::LossWeights;
+use splat_trainer::render::Camera;
+use splat_trainer::render::view_controller::scene_up;
 use splat_trainer::render::{GpuContext, ShPrecision};
 use splat_trainer::task::{Command, EXPORT_EXTENSIONS, Event, TaskHandle, write_atomically};
 use splat_trainer::train::{
@@ -39,6 +41,8 @@ pub struct TrainArgs {
     pub checkpoint_every: u32,
     /// Extensions of the files the trained splats are written to (`splats.EXT`).
     pub export: Vec<String>,
+    /// Level the exports (turn the cameras' up to −y).
+    pub level_exports: bool,
     pub out: Option<PathBuf>,
     pub seed: u64,
     pub background: Option<[f32; 3]>,
@@ -212,6 +216,8 @@ struct Tally {
     intersections: (u64, u64),
     /// With per-view appearance, the transforms as of the last evaluation.
     appearance: Vec<ViewAppearance>,
+    /// With `--level-exports`, the dataset cameras' up.
+    up: Option<[f32; 3]>,
 }
 
 impl Tally {
@@ -230,7 +236,7 @@ impl Tally {
         let mut files = Vec::new();
         for extension in &args.export {
             let path = out.join(format!("splats.{extension}"));
-            task.send(Command::Export { path: path.clone() })?;
+            task.send(Command::Export { path: path.clone(), up: self.up })?;
             written = wait_for_export(task)?;
             let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
             files.push(format!("splats.{extension} {}", human_bytes(bytes)));
@@ -314,6 +320,7 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
         first_step: None,
         intersections: (0, 0),
         appearance: Vec::new(),
+        up: None,
     };
     let mut gpu = 0_u64;
     let mut latest = None;
@@ -330,7 +337,7 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                 if kept.is_some() && !args.export.is_empty() {
                     let written = args.export.iter().try_for_each(|extension| {
                         let path = out.join(format!("splats.{extension}"));
-                        task.send(Command::Export { path })?;
+                        task.send(Command::Export { path, up: tally.up })?;
                         wait_for_export(task).map(|_| ())
                     });
                     match written {
@@ -397,6 +404,10 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
             }
             Event::Appearance(views) => tally.appearance = views,
             Event::Finished { step } => return tally.finish(task, args, out, &progress, step),
+            Event::DatasetLoaded { dataset, .. } if args.level_exports => {
+                let cameras: Vec<Camera> = dataset.0.views().map(|v| v.camera).collect();
+                tally.up = Some(scene_up(&cameras).to_array());
+            }
             _ => {}
         }
     }

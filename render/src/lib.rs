@@ -11,6 +11,7 @@ mod device_memory;
 pub mod gpu_splats;
 pub mod kernels;
 pub mod ledger;
+pub mod level;
 pub mod profiler;
 mod readback;
 pub mod reference;

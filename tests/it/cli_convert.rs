@@ -301,3 +301,61 @@ fn a_sog_we_write_reads_back_here_and_in_splat_transform() {
     );
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// The up of a dataset's cameras, as `--level-from` finds it.
+fn dataset_up(name: &str) -> glam::Vec3 {
+    let options = splat_trainer::dataset::LoadOptions {
+        max_resolution: 16,
+        ..splat_trainer::dataset::LoadOptions::default()
+    };
+    let data =
+        splat_trainer::dataset::load_dataset(&data(&format!("datasets/{name}")), &options).unwrap();
+    let cameras: Vec<_> = data.views().map(|v| v.camera).collect();
+    splat_trainer::render::view_controller::scene_up(&cameras)
+}
+
+#[test]
+fn convert_levels_a_tilted_capture() {
+    let dir = std::env::temp_dir().join(format!("splatforge-convert-level-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = data("splats/inria-ply/rtgs-16.ply");
+    let original = splats(&input);
+    let close = |a: &[f32; 3], b: [f32; 3]| {
+        (0..3).all(|k| (a[k] - b[k]).abs() <= 1e-5 * a[k].abs().max(1.0))
+    };
+
+    // Stated: +z up (Blender's world) turns to −y: (x, y, z) → (x, −z, y).
+    let (ok, stderr) = convert_with(&input, &dir.join("z-up.ply"), &["--up", "0,0,1"]);
+    assert!(ok, "{stderr}");
+    let turned = splats(&dir.join("z-up.ply"));
+    for (a, b) in original.means.iter().zip(&turned.means) {
+        assert!(close(b, [a[0], -a[2], a[1]]), "{a:?} → {b:?}");
+    }
+
+    // From the cameras: lego's (Blender, +z up) within 7° of +z; desk-statue's COLMAP model
+    // tilted more than 45° from −y. Levelling by them turns every centre by the rotation taking
+    // that up to −y.
+    assert!(dataset_up("lego-blender").angle_between(glam::Vec3::Z).to_degrees() < 7.0);
+    let up = dataset_up("desk-statue-colmap");
+    assert!(up.angle_between(glam::Vec3::NEG_Y).to_degrees() > 45.0, "{up}");
+    let (ok, stderr) = convert_with(
+        &input,
+        &dir.join("statue.ply"),
+        &["--level-from", data("datasets/desk-statue-colmap").to_str().unwrap()],
+    );
+    assert!(ok && stderr.contains("levelled: up"), "{stderr}");
+    let level = glam::Quat::from_rotation_arc(up.normalize(), glam::Vec3::NEG_Y);
+    for (a, b) in original.means.iter().zip(&splats(&dir.join("statue.ply")).means) {
+        let expected = (level * glam::Vec3::from(*a)).to_array();
+        assert!(
+            (0..3).all(|k| (b[k] - expected[k]).abs() < 1e-4 * a[k].abs().max(1.0)),
+            "{a:?} → {b:?}, not {expected:?}"
+        );
+    }
+
+    // A zero direction is one line, and nothing is written.
+    let (ok, stderr) = convert_with(&input, &dir.join("bad.ply"), &["--up", "0,0,0"]);
+    assert!(!ok && error_lines(&stderr).len() == 1 && stderr.contains("not all zero"), "{stderr}");
+    assert!(!dir.join("bad.ply").exists());
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -27,6 +27,7 @@ use tokio::sync::mpsc::{Receiver, Sender, channel};
 
 use splat_formats::{PointCloud, Splats, ply, sog, splat, spz};
 use splat_render::kernels::kmeans::Kmeans;
+use splat_render::level::{leveling_rotation, rotate_splats};
 use splat_render::{
     GpuContext, GpuError, GpuSplats, LedgerSnapshot, Owner, ShPrecision, human_bytes,
 };
@@ -127,9 +128,11 @@ pub enum Command {
     SetSteps {
         steps: u32,
     },
-    /// Write the current splats: `.ply` or `.spz` by extension.
+    /// Write the current splats: `.ply`, `.spz`, `.splat` or `.sog` by extension; with `up`,
+    /// levelled first (turned so that `up`, the cameras' up, becomes −y: `render::level`).
     Export {
         path: PathBuf,
+        up: Option<[f32; 3]>,
     },
     SaveCheckpoint {
         path: PathBuf,
@@ -572,7 +575,7 @@ impl Task {
                 Some(trainer) => trainer.set_planned_steps(steps),
                 None => self.warn("no run to extend").await,
             },
-            Command::Export { path } => self.export(&path).await,
+            Command::Export { path, up } => self.export(&path, up).await,
             Command::SaveCheckpoint { path } => self.save_checkpoint(&path).await,
             Command::LoadCheckpoint { path } => self.load_checkpoint(&path).await,
             Command::Ping { id } => self.emit(Event::Pong { id }).await,
@@ -1067,21 +1070,23 @@ impl Task {
         }
     }
 
-    async fn export(&mut self, path: &Path) {
-        let result = match (create_parent(path), self.trainer.as_ref(), self.kept.as_ref()) {
+    async fn export(&mut self, path: &Path, up: Option<[f32; 3]>) {
+        let splats = match (create_parent(path), self.trainer.as_ref(), self.kept.as_ref()) {
             (Err(e), _, _) => Err(e),
-            (Ok(()), Some(trainer), _) => trainer
-                .splats_async()
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|splats| write_splats(path, &splats, Some(&self.ctx))),
+            (Ok(()), Some(trainer), _) => trainer.splats_async().await.map_err(|e| e.to_string()),
             // A failed run's last good step.
-            (Ok(()), None, Some((_, splats))) => write_splats(path, splats, Some(&self.ctx)),
+            (Ok(()), None, Some((_, splats))) => Ok(splats.clone()),
             (Ok(()), None, None) => {
                 self.warn("nothing to export: no run").await;
                 return;
             }
         };
+        let result = splats.and_then(|mut splats| {
+            if let Some(up) = up {
+                rotate_splats(&mut splats, leveling_rotation(glam::Vec3::from(up)));
+            }
+            write_splats(path, &splats, Some(&self.ctx))
+        });
         match result {
             Ok(()) => self.emit(Event::Exported(path.to_path_buf())).await,
             Err(e) => self.error(format!("export failed: {e}")).await,

@@ -249,6 +249,9 @@ pub struct SplatApp {
     pub(super) loading: Option<PathBuf>,
     pub(super) init: Option<PathBuf>,
     pub(super) settings: Settings,
+    /// Exports turned so that the cameras' up is −y, as web viewers expect. On: exports from
+    /// the window are for sharing, upright in every viewer.
+    pub(super) level_exports: bool,
     /// The budget the driver (or the host's memory) gives runs on this device, and why.
     pub(super) default_budget: MemoryBudget,
     pub(super) run: Option<RunInfo>,
@@ -352,6 +355,7 @@ impl SplatApp {
             loading: None,
             init: None,
             settings,
+            level_exports: true,
             default_budget: budget,
             run: None,
             history: History::default(),
@@ -558,10 +562,16 @@ impl SplatApp {
         Some(dir.join(format!("{stem}-run{run}-step{step}.{extension}")))
     }
 
+    /// The up an export is levelled to −y by: the dataset cameras', when the setting is on.
+    pub(super) fn export_up(&self) -> Option<[f32; 3]> {
+        let dataset = self.dataset.as_ref().filter(|_| self.level_exports)?;
+        Some(dataset.up.to_array())
+    }
+
     /// Ctrl+E: the run's splats as PLY into the exports folder.
     pub fn export_ply(&mut self) {
         match self.output_path("ply") {
-            Some(path) => self.send(Command::Export { path }),
+            Some(path) => self.send(Command::Export { path, up: self.export_up() }),
             None => self.warning("Nothing to export: start a run first."),
         }
     }
@@ -757,7 +767,9 @@ impl SplatApp {
     fn on_file_event(&mut self, event: FileEvent) {
         match event {
             FileEvent::Failed(message) => self.error(message),
-            FileEvent::SaveTo(SaveKind::Export, path) => self.send(Command::Export { path }),
+            FileEvent::SaveTo(SaveKind::Export, path) => {
+                self.send(Command::Export { path, up: self.export_up() });
+            }
             FileEvent::SaveTo(SaveKind::Checkpoint, path) => {
                 self.send(Command::SaveCheckpoint { path });
             }

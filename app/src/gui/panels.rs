@@ -478,6 +478,10 @@ impl SplatApp {
             if ui.add_enabled(has_run, egui::Button::new("Save checkpoint")).clicked() {
                 self.save_checkpoint();
             }
+            ui.checkbox(&mut self.level_exports, "Level exports").on_hover_text(
+                "Turn exported splats so that the cameras' up is −y, the up of 3DGS files and \
+                 web viewers. Checkpoints keep the dataset's frame.",
+            );
             let has_dataset = self.dataset.is_some();
             if ui.add_enabled(has_dataset, egui::Button::new("Load checkpoint…")).clicked() {
                 self.open_dialog(OpenKind::Checkpoint);

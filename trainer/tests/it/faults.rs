@@ -111,7 +111,7 @@ fn a_run_that_runs_out_of_memory_stops_keeps_its_splats_and_the_next_run_works()
 
     // Export writes the kept splats.
     let out = std::env::temp_dir().join(format!("splatforge-faults-{}.ply", std::process::id()));
-    task.send(Command::Export { path: out.clone() }).unwrap();
+    task.send(Command::Export { path: out.clone(), up: None }).unwrap();
     until(&task, |e| matches!(e, Event::Exported(_)));
     let Loaded::Splats { splats, .. } = load_file(&out).unwrap() else { panic!("not splats") };
     assert!(splats.len() > 121, "the kept splats are the densified ones: {}", splats.len());

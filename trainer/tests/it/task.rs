@@ -64,10 +64,21 @@ fn a_run_goes_through_the_states_and_leaves_nothing() {
     assert!(steps_after.len() <= 2, "steps after pause: {steps_after:?}");
     let dir = std::env::temp_dir().join(format!("splat-task-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for name in ["out.ply", "out.spz"] {
-        task.send(Command::Export { path: dir.join(name) }).unwrap();
+    for name in ["out.ply", "out.spz", "out.sog"] {
+        task.send(Command::Export { path: dir.join(name), up: None }).unwrap();
         until(&task, |e| matches!(e, Event::Exported(_) | Event::Error(_)));
         assert!(dir.join(name).exists(), "{name}");
+    }
+    // Levelled by an up of +z: the same splats turned so that +z is −y, (x, y, z) → (x, −z, y).
+    task.send(Command::Export { path: dir.join("level.ply"), up: Some([0.0, 0.0, 1.0]) }).unwrap();
+    until(&task, |e| matches!(e, Event::Exported(_) | Event::Error(_)));
+    let means = |name: &str| match splat_formats::load_file(&dir.join(name)).unwrap() {
+        splat_formats::Loaded::Splats { splats, .. } => splats.means,
+        splat_formats::Loaded::Points(_) => panic!("{name}: points"),
+    };
+    for (a, b) in means("out.ply").iter().zip(means("level.ply")) {
+        let expected = [a[0], -a[2], a[1]];
+        assert!((0..3).all(|k| (b[k] - expected[k]).abs() < 1e-5), "{a:?} → {b:?}");
     }
     task.send(Command::SaveCheckpoint { path: dir.join("run.ckpt") }).unwrap();
     let events = until(&task, |e| matches!(e, Event::CheckpointSaved(_) | Event::Error(_)));
@@ -214,7 +225,10 @@ fn random_commands_never_panic_deadlock_or_leak() {
             7 => Command::Resume,
             8 => Command::Stop,
             9 => Command::NewRun { config: None },
-            10 => Command::Export { path: dir.join(if next(2) == 0 { "x.ply" } else { "x.txt" }) },
+            10 => Command::Export {
+                path: dir.join(if next(2) == 0 { "x.ply" } else { "x.txt" }),
+                up: None,
+            },
             11 => Command::SaveCheckpoint { path: dir.join("x.ckpt") },
             12 => Command::LoadCheckpoint {
                 path: dir.join(if next(2) == 0 { "x.ckpt" } else { "x.ply" }),
