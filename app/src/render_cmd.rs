@@ -45,6 +45,7 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<()> {
         background: args.background,
         antialiased: args.antialiased,
         sh_degree: None,
+        ..RenderSettings::default()
     };
     if let Some(video) = &args.video {
         return crate::render_video::run(&load_scene(&args.scene)?, video, &args.out, &settings);

@@ -14,6 +14,7 @@ use splat_trainer::checkpoint;
 use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::formats::Loaded;
+use splat_trainer::formats::filter::Filter;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::render::Camera;
 use splat_trainer::render::view_controller::scene_up;
@@ -236,7 +237,11 @@ impl Tally {
         let mut files = Vec::new();
         for extension in &args.export {
             let path = out.join(format!("splats.{extension}"));
-            task.send(Command::Export { path: path.clone(), up: self.up })?;
+            task.send(Command::Export {
+                path: path.clone(),
+                up: self.up,
+                keep: Filter::default(),
+            })?;
             written = wait_for_export(task)?;
             let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
             files.push(format!("splats.{extension} {}", human_bytes(bytes)));
@@ -337,7 +342,7 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                 if kept.is_some() && !args.export.is_empty() {
                     let written = args.export.iter().try_for_each(|extension| {
                         let path = out.join(format!("splats.{extension}"));
-                        task.send(Command::Export { path, up: tally.up })?;
+                        task.send(Command::Export { path, up: tally.up, keep: Filter::default() })?;
                         wait_for_export(task).map(|_| ())
                     });
                     match written {

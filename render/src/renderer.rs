@@ -28,6 +28,8 @@
 //! ([`crate::gpu_splats::splat_window`]), one dispatch a window, each with its own copy of the
 //! `RenderUniform` (`window_first`, `num_splats`). One window is the common case.
 
+use splat_formats::filter::Filter;
+
 use crate::gpu_splats::{
     GpuSplats, ShPrecision, SplatGradients, read_f32, rows_binding, splat_window, splat_windows,
 };
@@ -51,11 +53,16 @@ pub struct RenderSettings {
     pub antialiased: bool,
     /// SH degree the colour uses (at most the scene's); `None` = the scene's.
     pub sh_degree: Option<u32>,
+    /// Which splats to draw (a crop box, an opacity floor): the others are culled at the
+    /// projection, as if absent. The viewer's preview of a crop; exports apply the same
+    /// [`Filter`] on the CPU (the opacity floor is compared as a logit here, so a splat within
+    /// a float's rounding of it may go either way). Training never sets it.
+    pub keep: Filter,
 }
 
 impl Default for RenderSettings {
     fn default() -> Self {
-        Self { background: [0.0; 3], antialiased: false, sh_degree: None }
+        Self { background: [0.0; 3], antialiased: false, sh_degree: None, keep: Filter::default() }
     }
 }
 
@@ -961,7 +968,27 @@ fn render_uniform(
         band_base: 0,
         window_first: 0,
         _pad: [0; 3],
+        keep_min: keep_min(&settings.keep),
+        keep_max: keep_max(&settings.keep),
     }
+}
+
+/// [`RenderUniform::keep_min`] of a filter: the box's least corner and the opacity floor as a
+/// logit (finite: fast math may assume no infinities).
+fn keep_min(keep: &Filter) -> [f32; 4] {
+    let [x, y, z] = keep.crop_box.map_or([-f32::MAX; 3], |b| b.min);
+    let floor = keep.min_opacity.map_or(-f64::from(f32::MAX), |m| {
+        let m = f64::from(m);
+        (m / (1.0 - m)).ln()
+    });
+    [x, y, z, floor.clamp(-f64::from(f32::MAX), f64::from(f32::MAX)) as f32]
+}
+
+/// [`RenderUniform::keep_max`]: the box's greatest corner, and 1 when the filter keeps less
+/// than everything.
+fn keep_max(keep: &Filter) -> [f32; 4] {
+    let [x, y, z] = keep.crop_box.map_or([f32::MAX; 3], |b| b.max);
+    [x, y, z, if keep.is_empty() { 0.0 } else { 1.0 }]
 }
 
 /// Bytes between the copies of a frame's `RenderUniform` in one buffer, one a window of

@@ -15,6 +15,7 @@ use egui::{Key, Modifiers, Vec2};
 use egui_kittest::kittest::Queryable as _;
 use egui_kittest::{Harness, SnapshotOptions};
 use splat_test_support::data;
+use splat_trainer::formats::filter::{CropBox, Filter};
 use splat_trainer::render::Owner;
 use splat_trainer::task::TaskState;
 use splatforge::gui::{GuiArgs, SplatApp, UiState};
@@ -171,6 +172,8 @@ fn sample_scene_start_pause_new_run_export_and_checkpoint() {
     harness.snapshot_options("finished", &snapshots().max_failed_pixels(STRICT_PIXELS));
     harness.state_mut().set_log_visible(true);
 
+    the_crop_keeps_what_convert_keeps(&mut harness, &out);
+
     // Stop frees the run; what is left belongs to the viewer and shared resources.
     harness.get_by_label("Stop").click();
     wait_for(&mut harness, "the stop", 60, |s| s.task == TaskState::Ready && s.run.is_none());
@@ -182,6 +185,56 @@ fn sample_scene_start_pause_new_run_export_and_checkpoint() {
     );
     drop(harness);
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The crop hides splats from the view and the exports without touching the run: an export
+/// holds exactly what `convert --crop-box --min-opacity` keeps of the whole scene. The run is
+/// finished (paused at its last step), so both exports are of the same splats.
+fn the_crop_keeps_what_convert_keeps(harness: &mut Harness<'static, SplatApp>, out: &Path) {
+    harness.state_mut().set_level_exports(false);
+    harness.get_by_label("Export PLY").click();
+    let whole_path =
+        wait_for(harness, "the whole export", 60, |s| s.exported.len() >= 3).exported[2].clone();
+    let whole = match splat_trainer::formats::load_file(&whole_path).expect("the export loads") {
+        splat_trainer::formats::Loaded::Splats { splats, .. } => splats,
+        splat_trainer::formats::Loaded::Points(_) => panic!("the export holds splats"),
+    };
+    let saved_whole = out.join("whole.ply");
+    std::fs::copy(&whole_path, &saved_whole).expect("a copy of the export");
+    let median = |axis: usize| {
+        let mut v: Vec<f32> = whole.means.iter().map(|m| m[axis]).collect();
+        v.sort_by(f32::total_cmp);
+        v[v.len() / 2]
+    };
+    let crop_box = CropBox { min: [-100.0, median(1), -100.0], max: [median(0), 100.0, 100.0] };
+    harness.state_mut().set_crop(Filter { crop_box: Some(crop_box), min_opacity: Some(0.2) });
+    harness.get_by_label("Export PLY").click();
+    let cropped_path =
+        wait_for(harness, "the cropped export", 60, |s| s.exported.len() >= 4).exported[3].clone();
+    let agreed = out.join("convert.ply");
+    let [x0, y0, z0] = crop_box.min;
+    let [x1, y1, z1] = crop_box.max;
+    let converted = std::process::Command::new(env!("CARGO_BIN_EXE_splatforge"))
+        .arg("convert")
+        .args([&saved_whole, &agreed])
+        .arg(format!("--crop-box={x0},{y0},{z0},{x1},{y1},{z1}"))
+        .args(["--min-opacity", "0.2"])
+        .output()
+        .expect("convert runs");
+    assert!(converted.status.success(), "{}", String::from_utf8_lossy(&converted.stderr));
+    let load = |path: &Path| match splat_trainer::formats::load_file(path).expect("it loads") {
+        splat_trainer::formats::Loaded::Splats { splats, .. } => splats,
+        splat_trainer::formats::Loaded::Points(_) => panic!("points"),
+    };
+    let cropped = load(&cropped_path);
+    assert!(
+        !cropped.is_empty() && cropped.len() < whole.len(),
+        "{} of {}",
+        cropped.len(),
+        whole.len()
+    );
+    assert_eq!(cropped, load(&agreed), "the window's crop and convert's agree");
+    assert_eq!(harness.state().ui_state().step, 40, "the crop did not touch the run");
 }
 
 #[test]

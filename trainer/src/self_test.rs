@@ -258,7 +258,12 @@ pub fn adapter_report(ctx: &GpuContext, budget: MemoryBudget) -> AdapterReport {
 
 fn settings(view: usize) -> RenderSettings {
     // Every other view antialiased; a grey background so that it shows in the image.
-    RenderSettings { background: [0.25, 0.5, 0.75], antialiased: view % 2 == 1, sh_degree: None }
+    RenderSettings {
+        background: [0.25, 0.5, 0.75],
+        antialiased: view % 2 == 1,
+        sh_degree: None,
+        ..RenderSettings::default()
+    }
 }
 
 fn reference_settings(settings: &RenderSettings, splats: &Splats) -> reference::Settings {

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::error::{TryRecvError, TrySendError};
 use tokio::sync::mpsc::{Receiver, Sender, channel};
 
+use splat_formats::filter::Filter;
 use splat_formats::{PointCloud, Splats, ply, sog, splat, spz};
 use splat_render::kernels::kmeans::Kmeans;
 use splat_render::level::{leveling_rotation, rotate_splats};
@@ -128,11 +129,13 @@ pub enum Command {
     SetSteps {
         steps: u32,
     },
-    /// Write the current splats: `.ply`, `.spz`, `.splat` or `.sog` by extension; with `up`,
-    /// levelled first (turned so that `up`, the cameras' up, becomes −y: `render::level`).
+    /// Write the current splats: `.ply`, `.spz`, `.splat` or `.sog` by extension; only those
+    /// `keep` keeps (the window's crop), then with `up` levelled (turned so that `up`, the
+    /// cameras' up, becomes −y: `render::level`).
     Export {
         path: PathBuf,
         up: Option<[f32; 3]>,
+        keep: Filter,
     },
     SaveCheckpoint {
         path: PathBuf,
@@ -575,7 +578,7 @@ impl Task {
                 Some(trainer) => trainer.set_planned_steps(steps),
                 None => self.warn("no run to extend").await,
             },
-            Command::Export { path, up } => self.export(&path, up).await,
+            Command::Export { path, up, keep } => self.export(&path, up, keep).await,
             Command::SaveCheckpoint { path } => self.save_checkpoint(&path).await,
             Command::LoadCheckpoint { path } => self.load_checkpoint(&path).await,
             Command::Ping { id } => self.emit(Event::Pong { id }).await,
@@ -1070,7 +1073,7 @@ impl Task {
         }
     }
 
-    async fn export(&mut self, path: &Path, up: Option<[f32; 3]>) {
+    async fn export(&mut self, path: &Path, up: Option<[f32; 3]>, keep: Filter) {
         let splats = match (create_parent(path), self.trainer.as_ref(), self.kept.as_ref()) {
             (Err(e), _, _) => Err(e),
             (Ok(()), Some(trainer), _) => trainer.splats_async().await.map_err(|e| e.to_string()),
@@ -1082,6 +1085,9 @@ impl Task {
             }
         };
         let result = splats.and_then(|mut splats| {
+            if keep.apply(&mut splats).kept == 0 {
+                return Err("nothing to export: the crop hides every splat".to_owned());
+            }
             if let Some(up) = up {
                 rotate_splats(&mut splats, leveling_rotation(glam::Vec3::from(up)));
             }

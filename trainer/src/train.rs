@@ -910,6 +910,7 @@ impl Trainer {
             background: self.config.background,
             antialiased: false,
             sh_degree: Some(self.active_sh_degree()),
+            ..RenderSettings::default()
         }
     }
 

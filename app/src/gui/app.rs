@@ -252,6 +252,8 @@ pub struct SplatApp {
     /// Exports turned so that the cameras' up is −y, as web viewers expect. On: exports from
     /// the window are for sharing, upright in every viewer.
     pub(super) level_exports: bool,
+    /// Which splats the view and the exports keep.
+    pub(super) crop: super::crop::Crop,
     /// The budget the driver (or the host's memory) gives runs on this device, and why.
     pub(super) default_budget: MemoryBudget,
     pub(super) run: Option<RunInfo>,
@@ -356,6 +358,7 @@ impl SplatApp {
             init: None,
             settings,
             level_exports: true,
+            crop: super::crop::Crop::default(),
             default_budget: budget,
             run: None,
             history: History::default(),
@@ -562,6 +565,16 @@ impl SplatApp {
         Some(dir.join(format!("{stem}-run{run}-step{step}.{extension}")))
     }
 
+    /// Crops the view and the exports (as the Crop panel does; for tests and scripts).
+    pub fn set_crop(&mut self, keep: splat_trainer::formats::filter::Filter) {
+        self.crop.set(keep);
+    }
+
+    /// Levels the exports by the cameras' up, or not (the checkbox).
+    pub fn set_level_exports(&mut self, on: bool) {
+        self.level_exports = on;
+    }
+
     /// The up an export is levelled to −y by: the dataset cameras', when the setting is on.
     pub(super) fn export_up(&self) -> Option<[f32; 3]> {
         let dataset = self.dataset.as_ref().filter(|_| self.level_exports)?;
@@ -571,7 +584,9 @@ impl SplatApp {
     /// Ctrl+E: the run's splats as PLY into the exports folder.
     pub fn export_ply(&mut self) {
         match self.output_path("ply") {
-            Some(path) => self.send(Command::Export { path, up: self.export_up() }),
+            Some(path) => {
+                self.send(Command::Export { path, up: self.export_up(), keep: self.crop.keep() });
+            }
             None => self.warning("Nothing to export: start a run first."),
         }
     }
@@ -768,7 +783,7 @@ impl SplatApp {
         match event {
             FileEvent::Failed(message) => self.error(message),
             FileEvent::SaveTo(SaveKind::Export, path) => {
-                self.send(Command::Export { path, up: self.export_up() });
+                self.send(Command::Export { path, up: self.export_up(), keep: self.crop.keep() });
             }
             FileEvent::SaveTo(SaveKind::Checkpoint, path) => {
                 self.send(Command::SaveCheckpoint { path });

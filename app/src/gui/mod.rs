@@ -7,6 +7,7 @@
 //! dropped photos or a video ([`poses`]). The UI thread never waits on the GPU.
 
 mod app;
+mod crop;
 mod files;
 mod history;
 mod panels;

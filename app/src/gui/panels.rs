@@ -241,6 +241,14 @@ impl SplatApp {
         ui.separator();
         ui.heading("View");
         self.view_controls(ui);
+        ui.separator();
+        ui.heading("Crop");
+        let focus = match (&self.viewed_file, &self.dataset) {
+            (Some(file), _) if self.show_file || self.run.is_none() => Some(file.focus),
+            (_, Some(d)) => Some(d.focus),
+            _ => None,
+        };
+        self.crop.ui(ui, focus);
     }
 
     fn dataset_section(&mut self, ui: &mut egui::Ui) {
@@ -633,7 +641,8 @@ impl SplatApp {
         let nothing = matches!(source, viewer::Source::Nothing);
         self.requested_camera = self.viewport_camera(w, h);
         if let Some(camera) = self.requested_camera {
-            self.viewer.request(viewer::Request { source, camera, background: [0.0; 3] });
+            let keep = self.crop.keep();
+            self.viewer.request(viewer::Request { source, camera, background: [0.0; 3], keep });
         }
         self.paint_frame(&ui.painter_at(rect), rect, pixels, nothing);
         if let Some((texture, size)) = ground_truth {

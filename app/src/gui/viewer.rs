@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use eframe::egui_wgpu::RenderState;
+use splat_trainer::formats::filter::Filter;
 use splat_trainer::render::kernels::present::Presenter;
 use splat_trainer::render::{
     Camera, FrameScratch, GpuContext, GpuError, GpuSplats, GpuTexture, Owner, RenderSettings,
@@ -49,6 +50,8 @@ pub struct Request {
     pub source: Source,
     pub camera: Camera,
     pub background: [f32; 3],
+    /// Which splats to draw (the crop).
+    pub keep: Filter,
 }
 
 /// The last frame drawn.
@@ -251,7 +254,11 @@ impl Worker {
             self.scratch_splats = 0;
         }
         self.scratch_splats = self.scratch_splats.max(splats.count);
-        let settings = RenderSettings { background: request.background, ..Default::default() };
+        let settings = RenderSettings {
+            background: request.background,
+            keep: request.keep,
+            ..Default::default()
+        };
         renderer.forward(&self.gpu, &splats, &camera, &settings, scratch)?;
         // The splats are the run's or a file's, and go when the viewer lets them go: keep no
         // handle to them in the scratch's bind groups (a frame here is on demand, not per step).

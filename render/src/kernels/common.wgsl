@@ -33,6 +33,10 @@ struct RenderUniform {
     // `num_splats` splats (a window: render/src/gpu_splats.rs `splat_window`); a kernel's
     // splat index is relative to it.
     window_first: u32,
+    // The splats drawn (RenderSettings::keep, a crop preview): centres within keep_min.xyz ..=
+    // keep_max.xyz and opacity logits at least keep_min.w, when keep_max.w is 1.
+    keep_min: vec4<f32>,
+    keep_max: vec4<f32>,
 }
 
 // One projected splat. Keep in sync with `PROJECTED_BYTES` in kernels/mod.rs (48 bytes).

@@ -164,8 +164,12 @@ pub struct RenderUniform {
     /// `gpu_splats::splat_window`).
     pub window_first: u32,
     pub(crate) _pad: [u32; 3],
+    /// The splats drawn (`RenderSettings::keep`): centres within `keep_min.xyz ..=
+    /// keep_max.xyz` and opacity logits at least `keep_min.w`, when `keep_max.w` is 1.
+    pub keep_min: [f32; 4],
+    pub keep_max: [f32; 4],
 }
-const _: () = assert!(size_of::<RenderUniform>() == 176);
+const _: () = assert!(size_of::<RenderUniform>() == 208);
 
 /// Uniform of the intersection kernels. Keep in sync with intersect.wgsl.
 #[repr(C)]

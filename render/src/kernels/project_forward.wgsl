@@ -34,7 +34,7 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     if i < u.num_splats {
         let pr = project(i);
         var hits = 0u;
-        if pr.visible {
+        if pr.visible && kept(i) {
             hits = tiles_hit(pr.mean2d, pr.conic, pr.cut, u.tiles, u.image_size);
         }
         tiles_touched[i] = hits;
@@ -62,4 +62,14 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
             atomicMax(&totals[3], atomicLoad(&group_max));
         }
     }
+}
+
+// Whether splat `i` passes the frame's filter (RenderSettings::keep): everything when it is
+// off.
+fn kept(i: u32) -> bool {
+    if u.keep_max.w == 0.0 {
+        return true;
+    }
+    let m = load3(i, 0u);
+    return all(m >= u.keep_min.xyz) && all(m <= u.keep_max.xyz) && opacities[i] >= u.keep_min.w;
 }

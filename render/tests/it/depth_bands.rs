@@ -117,7 +117,12 @@ fn a_frame_cut_into_depth_bands_gives_the_same_bits_as_one() {
         ("large splats", large_splats(), camera(128, 128), false),
         ("trained scene", real, real_camera, false),
     ] {
-        let settings = RenderSettings { background: [0.2, 0.3, 0.4], antialiased, sh_degree: None };
+        let settings = RenderSettings {
+            background: [0.2, 0.3, 0.4],
+            antialiased,
+            sh_degree: None,
+            ..RenderSettings::default()
+        };
         let (image, gradients, one) = render(&default, &splats, &cam, &settings);
         let device = if cam.width * cam.height > 64 * 64 { &small_128 } else { &small };
         let (banded_image, banded_gradients, bands) = render(device, &splats, &cam, &settings);

@@ -124,7 +124,12 @@ fn forward_matches_reference_on_random_scenes() {
     {
         let splats = random_scene(&mut rng, 300, degree);
         let cam = camera(w, h, Mat4::IDENTITY);
-        let settings = RenderSettings { background: [0.2, 0.1, 0.7], antialiased, sh_degree: None };
+        let settings = RenderSettings {
+            background: [0.2, 0.1, 0.7],
+            antialiased,
+            sh_degree: None,
+            ..RenderSettings::default()
+        };
         let image = gpu.render(&splats, &cam, &settings);
         let (_, reference) = reference::render(&splats, &cam, &ref_settings(&settings, &splats));
         compare_images(&format!("degree {degree} aa {antialiased} {w}x{h}"), &image, &reference);
@@ -165,7 +170,12 @@ fn forward_matches_reference_on_real_scenes() {
         let splats = real_scene(rel);
         let cam = look_at_scene(&splats, 96, 72);
         for antialiased in [false, true] {
-            let settings = RenderSettings { background: [0.0; 3], antialiased, sh_degree: None };
+            let settings = RenderSettings {
+                background: [0.0; 3],
+                antialiased,
+                sh_degree: None,
+                ..RenderSettings::default()
+            };
             let image = gpu.render(&splats, &cam, &settings);
             let (_, reference) =
                 reference::render(&splats, &cam, &ref_settings(&settings, &splats));
@@ -173,6 +183,46 @@ fn forward_matches_reference_on_real_scenes() {
             assert!(covered > 20, "{rel}: the camera sees the scene ({covered} pixels)");
             compare_images(&format!("{rel} aa {antialiased}"), &image, &reference);
         }
+    }
+}
+
+/// A frame drawn with `RenderSettings::keep` (the window's crop preview) is the frame of the
+/// splats the same filter keeps on the CPU (what an export writes): the culled splats are
+/// simply absent. Splats whose opacity is within a float's rounding of the floor may go
+/// either way; none of this scene's are.
+#[test]
+fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
+    use splat_formats::filter::{CropBox, Filter};
+    let gpu = Gpu::new();
+    let splats = real_scene("splats/inria-ply/lod4-tile-489.ply");
+    let cam = look_at_scene(&splats, 96, 72);
+    let median = |axis: usize| {
+        let mut v: Vec<f32> = splats.means.iter().map(|m| m[axis]).collect();
+        v.sort_by(f32::total_cmp);
+        v[v.len() / 2]
+    };
+    let crop_box =
+        CropBox { min: [f32::MIN, median(1), f32::MIN], max: [median(0), f32::MAX, f32::MAX] };
+    for keep in [
+        Filter { crop_box: Some(crop_box), min_opacity: None },
+        Filter { crop_box: None, min_opacity: Some(0.5) },
+        Filter { crop_box: Some(crop_box), min_opacity: Some(0.3) },
+    ] {
+        let mut kept = splats.clone();
+        let counts = keep.apply(&mut kept);
+        assert!(counts.kept > 20 && counts.kept < splats.len(), "{keep:?}: {counts:?}");
+        let settings = RenderSettings { keep, ..RenderSettings::default() };
+        let filtered = gpu.render(&splats, &cam, &settings);
+        let expected = gpu.render(&kept, &cam, &RenderSettings::default());
+        let worst = filtered
+            .iter()
+            .zip(&expected)
+            .flat_map(|(a, b)| a.iter().zip(b).map(|(x, y)| (x - y).abs()))
+            .fold(0.0, f32::max);
+        // The same splats composited in the same depth order: the same image.
+        assert!(worst < 1e-6, "{keep:?}: pixels differ by {worst}");
+        let everything = gpu.render(&splats, &cam, &RenderSettings::default());
+        assert_ne!(filtered, everything, "{keep:?} changed nothing");
     }
 }
 
@@ -267,7 +317,12 @@ fn gradients_match_reference() {
             h,
             Mat4::from_rotation_translation(Quat::from_rotation_y(0.1), Vec3::new(0.1, -0.1, 0.0)),
         );
-        let settings = RenderSettings { background: [0.3, 0.6, 0.1], antialiased, sh_degree: None };
+        let settings = RenderSettings {
+            background: [0.3, 0.6, 0.1],
+            antialiased,
+            sh_degree: None,
+            ..RenderSettings::default()
+        };
         eprintln!("degree {degree} aa {antialiased}:");
         check_gradients(&gpu, &splats, &cam, &settings, 5 + u64::from(degree));
     }
@@ -444,8 +499,12 @@ fn gradients_match_on_a_real_scene() {
 #[expect(clippy::float_cmp, reason = "an empty tile is exactly the background")]
 fn edge_cases() {
     let gpu = Gpu::new();
-    let settings =
-        RenderSettings { background: [0.25, 0.5, 0.75], antialiased: false, sh_degree: None };
+    let settings = RenderSettings {
+        background: [0.25, 0.5, 0.75],
+        antialiased: false,
+        sh_degree: None,
+        ..RenderSettings::default()
+    };
     let background = [0.25, 0.5, 0.75, 0.0];
 
     // No splats: the background.

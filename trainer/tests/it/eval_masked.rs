@@ -146,7 +146,12 @@ fn eval_metrics_of_an_undistorted_view_match_a_direct_computation() {
     let renderer = Renderer::new(&ctx).unwrap();
     let params = GpuSplats::upload(&ctx, &splats, Owner::Run(2)).unwrap();
     let mut scratch = FrameScratch::new(&ctx, &renderer, Owner::Run(2)).unwrap();
-    let settings = RenderSettings { background: [0.0; 3], antialiased: false, sh_degree: Some(0) };
+    let settings = RenderSettings {
+        background: [0.0; 3],
+        antialiased: false,
+        sh_degree: Some(0),
+        ..RenderSettings::default()
+    };
     let (mut psnr, mut ssim, mut ssim_mixed) = (0.0, 0.0, 0.0);
     for view in &data.eval {
         renderer.forward(&ctx, &params, &view.camera, &settings, &mut scratch).unwrap();

@@ -9,6 +9,7 @@
 
 use std::path::PathBuf;
 
+use splat_formats::filter::Filter;
 use splat_formats::{Loaded, load_file};
 use splat_render::{Fault, FaultKind, GpuContext, HeadlessOptions, Owner, ShPrecision};
 use splat_test_support::data;
@@ -111,7 +112,7 @@ fn a_run_that_runs_out_of_memory_stops_keeps_its_splats_and_the_next_run_works()
 
     // Export writes the kept splats.
     let out = std::env::temp_dir().join(format!("splatforge-faults-{}.ply", std::process::id()));
-    task.send(Command::Export { path: out.clone(), up: None }).unwrap();
+    task.send(Command::Export { path: out.clone(), up: None, keep: Filter::default() }).unwrap();
     until(&task, |e| matches!(e, Event::Exported(_)));
     let Loaded::Splats { splats, .. } = load_file(&out).unwrap() else { panic!("not splats") };
     assert!(splats.len() > 121, "the kept splats are the densified ones: {}", splats.len());

@@ -2,6 +2,7 @@
 //! command sequences that must not panic, deadlock or leak.
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
+use splat_formats::filter::Filter;
 use splat_render::{LedgerSnapshot, Owner};
 use splat_test_support::{data, own_process, rss_bytes};
 use splat_trainer::dataset::LoadOptions;
@@ -65,12 +66,18 @@ fn a_run_goes_through_the_states_and_leaves_nothing() {
     let dir = std::env::temp_dir().join(format!("splat-task-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for name in ["out.ply", "out.spz", "out.sog"] {
-        task.send(Command::Export { path: dir.join(name), up: None }).unwrap();
+        task.send(Command::Export { path: dir.join(name), up: None, keep: Filter::default() })
+            .unwrap();
         until(&task, |e| matches!(e, Event::Exported(_) | Event::Error(_)));
         assert!(dir.join(name).exists(), "{name}");
     }
     // Levelled by an up of +z: the same splats turned so that +z is −y, (x, y, z) → (x, −z, y).
-    task.send(Command::Export { path: dir.join("level.ply"), up: Some([0.0, 0.0, 1.0]) }).unwrap();
+    task.send(Command::Export {
+        path: dir.join("level.ply"),
+        up: Some([0.0, 0.0, 1.0]),
+        keep: Filter::default(),
+    })
+    .unwrap();
     until(&task, |e| matches!(e, Event::Exported(_) | Event::Error(_)));
     let means = |name: &str| match splat_formats::load_file(&dir.join(name)).unwrap() {
         splat_formats::Loaded::Splats { splats, .. } => splats.means,
@@ -228,6 +235,7 @@ fn random_commands_never_panic_deadlock_or_leak() {
             10 => Command::Export {
                 path: dir.join(if next(2) == 0 { "x.ply" } else { "x.txt" }),
                 up: None,
+                keep: Filter::default(),
             },
             11 => Command::SaveCheckpoint { path: dir.join("x.ckpt") },
             12 => Command::LoadCheckpoint {

@@ -1,0 +1,183 @@
+//! The crop: which splats the view and the exports keep — a box and an opacity floor
+//! ([`Filter`], the rule `convert --crop-box --min-opacity` applies) — with undo and redo.
+//!
+//! Non-destructive: hidden splats stay in the run and go on training (the loss still sees
+//! them, so the picture the run learns does not change); the viewer culls them at the
+//! projection (`RenderSettings::keep`) and an export leaves them out (the same filter on the
+//! CPU, before levelling). The crop lives in the window: checkpoints do not hold it.
+
+use std::time::{Duration, Instant};
+
+use glam::Vec3;
+use splat_trainer::formats::filter::{CropBox, Filter};
+
+/// Edits closer together than this are one step of undo (a drag is many edits).
+const COALESCE: Duration = Duration::from_millis(600);
+/// Undo steps kept.
+const UNDO_DEPTH: usize = 100;
+
+/// The crop and its history.
+#[derive(Debug, Default)]
+pub struct Crop {
+    keep: Filter,
+    undo: Vec<Filter>,
+    redo: Vec<Filter>,
+    /// When the last undo step was recorded.
+    recorded: Option<Instant>,
+}
+
+impl Crop {
+    /// What the view and the exports keep.
+    #[must_use]
+    pub fn keep(&self) -> Filter {
+        self.keep
+    }
+
+    /// Sets the crop, recording the one before for undo (edits within [`COALESCE`] of the
+    /// last recorded one join it). Clears redo.
+    pub fn set(&mut self, keep: Filter) {
+        if keep == self.keep {
+            return;
+        }
+        let now = Instant::now();
+        if self.recorded.is_none_or(|t| now.duration_since(t) > COALESCE) {
+            self.undo.push(self.keep);
+            if self.undo.len() > UNDO_DEPTH {
+                self.undo.remove(0);
+            }
+        }
+        self.recorded = Some(now);
+        self.redo.clear();
+        self.keep = keep;
+    }
+
+    pub fn undo(&mut self) {
+        if let Some(previous) = self.undo.pop() {
+            self.redo.push(self.keep);
+            self.keep = previous;
+            self.recorded = None;
+        }
+    }
+
+    pub fn redo(&mut self) {
+        if let Some(next) = self.redo.pop() {
+            self.undo.push(self.keep);
+            self.keep = next;
+            self.recorded = None;
+        }
+    }
+
+    #[must_use]
+    pub fn can_undo(&self) -> bool {
+        !self.undo.is_empty()
+    }
+
+    #[must_use]
+    pub fn can_redo(&self) -> bool {
+        !self.redo.is_empty()
+    }
+
+    /// The crop's controls. `focus` (the scene's centre and radius) places a new box around
+    /// the scene.
+    pub fn ui(&mut self, ui: &mut egui::Ui, focus: Option<(Vec3, f32)>) {
+        let mut keep = self.keep;
+        let (center, radius) = focus.unwrap_or((Vec3::ZERO, 1.0));
+        let mut boxed = keep.crop_box.is_some();
+        if ui
+            .checkbox(&mut boxed, "Box")
+            .on_hover_text("Keep only the splats whose centre is inside the box")
+            .changed()
+        {
+            keep.crop_box = boxed.then(|| CropBox {
+                min: (center - Vec3::splat(radius)).to_array(),
+                max: (center + Vec3::splat(radius)).to_array(),
+            });
+        }
+        if let Some(crop_box) = keep.crop_box.as_mut() {
+            let speed = f64::from(radius.max(1e-3)) / 200.0;
+            egui::Grid::new("crop box").num_columns(4).show(ui, |ui| {
+                for (name, corner) in [("min", &mut crop_box.min), ("max", &mut crop_box.max)] {
+                    ui.label(name);
+                    for (axis, value) in ["x", "y", "z"].iter().zip(corner.iter_mut()) {
+                        ui.add(egui::DragValue::new(value).speed(speed).prefix(format!("{axis} ")));
+                    }
+                    ui.end_row();
+                }
+            });
+            // A box turned inside out keeps nothing: keep each min at most its max.
+            for axis in 0..3 {
+                if crop_box.min[axis] > crop_box.max[axis] {
+                    crop_box.max[axis] = crop_box.min[axis];
+                }
+            }
+        }
+        ui.horizontal(|ui| {
+            let mut floored = keep.min_opacity.is_some();
+            if ui.checkbox(&mut floored, "Opacity at least").changed() {
+                keep.min_opacity = floored.then_some(0.1);
+            }
+            if let Some(floor) = keep.min_opacity.as_mut() {
+                ui.add(egui::Slider::new(floor, 0.0..=1.0).fixed_decimals(2));
+            }
+        });
+        self.set(keep);
+        ui.horizontal(|ui| {
+            if ui.add_enabled(self.can_undo(), egui::Button::new("Undo")).clicked() {
+                self.undo();
+            }
+            if ui.add_enabled(self.can_redo(), egui::Button::new("Redo")).clicked() {
+                self.redo();
+            }
+            if ui.add_enabled(!self.keep.is_empty(), egui::Button::new("Show all")).clicked() {
+                self.set(Filter::default());
+            }
+        });
+        ui.label(
+            egui::RichText::new(
+                "Hidden splats stay in the run and keep training; the view and exports leave \
+                 them out.",
+            )
+            .small(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn floor(m: f32) -> Filter {
+        Filter { crop_box: None, min_opacity: Some(m) }
+    }
+
+    #[test]
+    fn undo_and_redo_walk_the_history() {
+        let mut crop = Crop::default();
+        crop.set(floor(0.1));
+        crop.recorded = None; // a later, separate edit
+        crop.set(floor(0.2));
+        crop.recorded = None;
+        crop.set(floor(0.3));
+        crop.undo();
+        assert_eq!(crop.keep(), floor(0.2));
+        crop.undo();
+        crop.undo();
+        assert_eq!(crop.keep(), Filter::default());
+        assert!(!crop.can_undo());
+        crop.redo();
+        assert_eq!(crop.keep(), floor(0.1));
+        // A new edit drops what could be redone.
+        crop.set(floor(0.5));
+        assert!(!crop.can_redo());
+    }
+
+    #[test]
+    fn a_drag_is_one_step_of_undo() {
+        let mut crop = Crop::default();
+        for m in [0.1, 0.11, 0.12, 0.13] {
+            crop.set(floor(m));
+        }
+        crop.undo();
+        assert_eq!(crop.keep(), Filter::default());
+    }
+}
