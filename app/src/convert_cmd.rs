@@ -11,12 +11,11 @@ use std::time::Instant;
 use anyhow::{Context as _, bail};
 use glam::Vec3;
 use splat_trainer::checkpoint;
-use splat_trainer::dataset::{self, LoadOptions};
 use splat_trainer::formats::filter::Filter;
 use splat_trainer::formats::{Loaded, Splats, load_file, sog};
+use splat_trainer::render::GpuContext;
 use splat_trainer::render::level::{leveling_rotation, rotate_splats};
 use splat_trainer::render::view_controller::scene_up;
-use splat_trainer::render::{Camera, GpuContext};
 use splat_trainer::task::{
     EXPORT_EXTENSIONS, cpu_palette_seconds, is_software, sog_files, write_atomically, write_splats,
 };
@@ -31,11 +30,10 @@ pub enum Level {
 
 /// `--up x,y,z`: three finite numbers, not all zero.
 pub fn parse_up(text: &str) -> Result<[f32; 3], String> {
-    let values: Vec<f32> = text.split(',').filter_map(|v| v.trim().parse().ok()).collect();
-    match values[..] {
-        [x, y, z] if values.iter().all(|v| v.is_finite()) && values.iter().any(|v| *v != 0.0) => {
-            Ok([x, y, z])
-        }
+    let values: Option<Vec<f32>> =
+        text.split(',').map(|v| v.trim().parse::<f32>().ok().filter(|v| v.is_finite())).collect();
+    match values.as_deref() {
+        Some(&[x, y, z]) if [x, y, z].iter().any(|v| *v != 0.0) => Ok([x, y, z]),
         _ => Err(format!("an up direction is x,y,z: three numbers, not all zero (got \"{text}\")")),
     }
 }
@@ -57,21 +55,19 @@ pub fn run(
 ) -> anyhow::Result<()> {
     // The output's format first: a typo should not cost reading a large scene.
     let extension = extension(output);
-    let unbundled_sog = is_sog_meta(output);
+    let unbundled_sog = sog::is_meta_name(output);
     if !EXPORT_EXTENSIONS.contains(&extension.as_str()) && !unbundled_sog {
         bail!("{}: write .ply, .spz, .splat, .sog or a SOG's meta.json", output.display());
     }
     let up = match level {
         Some(Level::Up(up)) => Some(Vec3::from(*up)),
-        Some(Level::FromDataset(dataset)) => Some(dataset_up(dataset)?),
+        Some(Level::FromDataset(dataset)) => {
+            let cameras = splatforge::dataset_cameras(dataset)?;
+            Some(scene_up(&cameras))
+        }
         None => None,
     };
     let mut splats = read_scene(input)?;
-    if let Some(up) = up {
-        rotate_splats(&mut splats, leveling_rotation(up));
-        let up = up.normalize();
-        eprintln!("levelled: up ({:.3}, {:.3}, {:.3}) turned to −y", up.x, up.y, up.z);
-    }
     if !filter.is_empty() {
         let read = splats.len();
         let counts = filter.apply(&mut splats);
@@ -92,6 +88,12 @@ pub fn run(
             "warning: .splat stores one colour a splat: SH degree {} dropped to 0",
             splats.sh_degree
         );
+    }
+    // Filtered in the scene's own frame, then levelled, as the window's exports are.
+    if let Some(up) = up {
+        rotate_splats(&mut splats, leveling_rotation(up));
+        let up = up.normalize();
+        eprintln!("levelled: up ({:.3}, {:.3}, {:.3}) turned to −y", up.x, up.y, up.z);
     }
     let is_sog = extension == "sog" || unbundled_sog;
     let gpu = if is_sog && splats.sh_degree > 0 { sog_gpu(&splats) } else { None };
@@ -126,11 +128,6 @@ fn sog_gpu(splats: &Splats) -> Option<GpuContext> {
     gpu
 }
 
-/// `meta.json` (any case): an unbundled SOG, its images written beside it.
-fn is_sog_meta(path: &Path) -> bool {
-    path.file_name().is_some_and(|n| n.eq_ignore_ascii_case(sog::META))
-}
-
 /// A SOG's files into `meta.json`'s folder (made if needed), `meta.json` last, each through
 /// a temporary file and a rename.
 fn write_unbundled_sog(
@@ -146,16 +143,6 @@ fn write_unbundled_sog(
         write_atomically(&path, &bytes).map_err(anyhow::Error::msg)?;
     }
     Ok(())
-}
-
-/// The up of a dataset's cameras ([`scene_up`]).
-fn dataset_up(path: &Path) -> anyhow::Result<Vec3> {
-    // Only the poses matter: the smallest images that load.
-    let options = LoadOptions { max_resolution: 16, ..LoadOptions::default() };
-    let data = dataset::load_dataset(path, &options)
-        .with_context(|| format!("--level-from {}: cannot load the dataset", path.display()))?;
-    let cameras: Vec<Camera> = data.views().map(|v| v.camera).collect();
-    Ok(scene_up(&cameras))
 }
 
 /// The splats of a scene file or a checkpoint.

@@ -7,6 +7,19 @@ use std::path::Path;
 
 pub use splat_trainer::render::human_bytes;
 
+/// The cameras of a dataset (loaded at its smallest: only the poses matter), for what needs
+/// the scene's up or focus without training (`render --turntable`, `convert --level-from`).
+///
+/// # Errors
+/// `PATH: cannot load the dataset: …`.
+pub fn dataset_cameras(path: &Path) -> anyhow::Result<Vec<splat_trainer::render::Camera>> {
+    use anyhow::Context as _;
+    let options = splat_trainer::dataset::LoadOptions { max_resolution: 16, ..Default::default() };
+    let data = splat_trainer::dataset::load_dataset(path, &options)
+        .with_context(|| format!("{}: cannot load the dataset", path.display()))?;
+    Ok(data.views().map(|v| v.camera).collect())
+}
+
 /// Refuses a folder of photos or a video that has no camera poses with an error that says how
 /// to compute them, instead of the loader's "no dataset found". Anything else passes.
 ///

@@ -77,7 +77,7 @@ enum Command {
         turntable: Option<f64>,
         #[arg(
             long,
-            conflicts_with = "camera",
+            conflicts_with_all = ["camera", "camera_from"],
             help = "A video along a camera path: {\"fov_y_degrees\": 50, \"keyframes\": [{\"time\": 0, \"position\": [x,y,z], \"look_at\": [x,y,z]} or {\"time\": 2, \"world_from_camera\": [16 numbers, row-major, OpenCV]}, ...]}, passed smoothly"
         )]
         path: Option<PathBuf>,

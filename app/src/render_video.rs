@@ -11,7 +11,6 @@ use std::sync::mpsc::sync_channel;
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use splat_poses::Cancel;
-use splat_trainer::dataset::{self, LoadOptions};
 use splat_trainer::formats::Splats;
 use splat_trainer::render::camera_path::{CameraPath, PathFile, turntable_view};
 use splat_trainer::render::view_controller::{
@@ -66,45 +65,66 @@ pub fn run(
 
     let output = plan_output(out, video)?;
     let cameras = frame_cameras(splats, video)?;
-    if output.video.is_some() {
-        splat_poses::check_ffmpeg(video.ffmpeg.as_deref(), &cancel)?;
+    if let Some(path) = &output.video {
+        splat_poses::check_video_encoder(video.ffmpeg.as_deref(), path, &cancel)?;
     }
+    // A cancelled or failed run leaves nothing behind: the folder if it made it, else the
+    // frames it wrote.
+    let made = !output.frames.exists();
     std::fs::create_dir_all(&output.frames)
         .with_context(|| format!("{}: cannot make the folder", output.frames.display()))?;
-    // A cancelled or failed run leaves nothing behind; the frames of a video go in any case.
-    let mut cleanup = RemoveOnDrop(Some(output.frames.clone()));
+    let mut frames = WrittenFrames { folder: Some(output.frames.clone()), made };
 
     let bar = progress_bar(cameras.len() as u64, "rendering");
     render_frames(splats, &cameras, settings, &output.frames, &cancel, &bar)?;
     bar.finish_and_clear();
 
-    match &output.video {
-        None => {
-            cleanup.0 = None;
-            eprintln!("{} frames written to {}", cameras.len(), output.frames.display());
+    let Some(path) = &output.video else {
+        frames.keep();
+        eprintln!("{} frames written to {}", cameras.len(), output.frames.display());
+        return Ok(());
+    };
+    // ffmpeg writes beside the video and the file is renamed when whole, so a cancelled or
+    // failed encode leaves no half video under the name asked for.
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let extension = path.extension().unwrap_or_default().to_string_lossy();
+    let partial = path.with_file_name(format!("{stem}.incomplete.{extension}"));
+    let bar = progress_bar(cameras.len() as u64, "encoding");
+    let pattern = output.frames.join("frame_%05d.png");
+    let encoded = splat_poses::encode_video(
+        video.ffmpeg.as_deref(),
+        &pattern,
+        video.fps,
+        &partial,
+        &cancel,
+        &mut |frame| bar.set_position(frame),
+    )
+    .map_err(anyhow::Error::from)
+    .and_then(|()| {
+        std::fs::rename(&partial, path)
+            .with_context(|| format!("{}: cannot write the video", path.display()))
+    });
+    bar.finish_and_clear();
+    if let Err(error) = encoded {
+        let _ = std::fs::remove_file(&partial);
+        if cancel.is_cancelled() {
+            return Err(error);
         }
-        Some(path) => {
-            let bar = progress_bar(cameras.len() as u64, "encoding");
-            let pattern = output.frames.join("frame_%05d.png");
-            splat_poses::encode_video(
-                video.ffmpeg.as_deref(),
-                &pattern,
-                video.fps,
-                path,
-                &cancel,
-                &mut |frames| bar.set_position(frames),
-            )?;
-            bar.finish_and_clear();
-            eprintln!(
-                "{} frames ({}×{}, {} a second) written to {}",
-                cameras.len(),
-                video.width,
-                video.height,
-                video.fps,
-                path.display()
-            );
-        }
+        // The frames cost minutes: kept, and said where.
+        frames.keep();
+        return Err(error.context(format!(
+            "the video was not made; its frames are in {}",
+            output.frames.display()
+        )));
     }
+    eprintln!(
+        "{} frames ({}×{}, {} a second) written to {}",
+        cameras.len(),
+        video.width,
+        video.height,
+        video.fps,
+        path.display()
+    );
     Ok(())
 }
 
@@ -155,7 +175,7 @@ fn frame_cameras(splats: &Splats, video: &VideoArgs) -> anyhow::Result<Vec<Camer
         Motion::Turntable { seconds } => {
             let count = frame_count(*seconds, video.fps)?;
             let (center, radius, up) = if let Some(dataset) = &video.cameras_from {
-                let cameras = dataset_cameras(dataset)?;
+                let cameras = splatforge::dataset_cameras(dataset)?;
                 let (center, radius) = scene_focus(&cameras);
                 (center, radius, scene_up(&cameras))
             } else {
@@ -198,14 +218,6 @@ fn read_path(file: &Path) -> anyhow::Result<CameraPath> {
     let parsed: PathFile = serde_json::from_str(&text)
         .with_context(|| format!("{}: not a camera path file", file.display()))?;
     parsed.to_path().with_context(|| format!("{}: not a usable camera path", file.display()))
-}
-
-fn dataset_cameras(path: &Path) -> anyhow::Result<Vec<Camera>> {
-    // Only the poses matter: the smallest images that load.
-    let options = LoadOptions { max_resolution: 16, ..LoadOptions::default() };
-    let data = dataset::load_dataset(path, &options)
-        .with_context(|| format!("{}: cannot load the dataset", path.display()))?;
-    Ok(data.views().map(|v| v.camera).collect())
 }
 
 /// Renders each camera into `frames/frame_NNNNN.png`: the GPU renders the next frame while a
@@ -273,13 +285,29 @@ fn progress_bar(len: u64, what: &'static str) -> ProgressBar {
     bar
 }
 
-/// Removes a folder and everything in it when dropped, unless emptied first.
-struct RemoveOnDrop(Option<PathBuf>);
+/// The frames of a video: removed when dropped (the folder if this run made it, else the
+/// frames in it), unless kept.
+struct WrittenFrames {
+    folder: Option<PathBuf>,
+    made: bool,
+}
 
-impl Drop for RemoveOnDrop {
+impl WrittenFrames {
+    fn keep(&mut self) {
+        self.folder = None;
+    }
+}
+
+impl Drop for WrittenFrames {
     fn drop(&mut self) {
-        if let Some(path) = self.0.take() {
-            let _ = std::fs::remove_dir_all(path);
+        let Some(folder) = self.folder.take() else { return };
+        if self.made {
+            let _ = std::fs::remove_dir_all(folder);
+        } else if let Ok(entries) = std::fs::read_dir(&folder) {
+            // The folder was empty before: everything in it is ours.
+            for entry in entries.flatten() {
+                let _ = std::fs::remove_file(entry.path());
+            }
         }
     }
 }

@@ -51,11 +51,6 @@ pub enum FileKind {
 const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
 const ZIP_MAGIC: &[u8] = b"PK\x03\x04";
 
-/// `meta.json` (any case), the file an unbundled SOG is opened by.
-fn name_is_sog_meta(name: &str) -> bool {
-    Path::new(name).file_name().is_some_and(|n| n.eq_ignore_ascii_case(sog::META))
-}
-
 /// Decides the kind of a file from its first bytes (and for `.splat`, which has no magic,
 /// from its name). PLY files are told apart by their header: `chunk` + `packed_position` is
 /// compressed, `opacity`/`f_dc_0` is a splat scene, anything else with `x y z` is a cloud.
@@ -75,7 +70,7 @@ pub fn sniff(name: &str, bytes: &[u8]) -> Result<FileKind, ParseError> {
     if bytes.starts_with(ZIP_MAGIC) && extension == "sog" {
         return Ok(FileKind::Splats(SplatFormat::Sog));
     }
-    if extension == "json" && name_is_sog_meta(name) {
+    if extension == "json" && sog::is_meta_name(Path::new(name)) {
         return Ok(FileKind::Splats(SplatFormat::Sog));
     }
     if extension == "ksplat" {
@@ -107,7 +102,7 @@ pub fn load_bytes(name: &str, bytes: &[u8]) -> Result<Loaded, ParseError> {
                 SplatFormat::CompressedPly => compressed_ply::read(bytes)?,
                 SplatFormat::Splat => splat::read(bytes)?,
                 SplatFormat::Spz => spz::read(bytes)?,
-                SplatFormat::Sog if name_is_sog_meta(name) => {
+                SplatFormat::Sog if sog::is_meta_name(Path::new(name)) => {
                     return Err(ParseError::invalid(
                         "an unbundled SOG's meta.json is read from its folder (load_file), not alone",
                     ));
@@ -124,7 +119,7 @@ pub fn load_bytes(name: &str, bytes: &[u8]) -> Result<Loaded, ParseError> {
 pub fn load_file(path: &Path) -> Result<Loaded, FileError> {
     let bytes = std::fs::read(path).map_err(|e| FileError::new(path, e))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    if name_is_sog_meta(&name) {
+    if sog::is_meta_name(path) {
         // An unbundled SOG: the images it names lie beside it.
         let folder = path.parent().unwrap_or(Path::new("."));
         let splats = sog::read(&bytes, &mut |file| {

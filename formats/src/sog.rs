@@ -50,6 +50,12 @@ const SHN_CENTROIDS: &str = "shN_centroids.webp";
 const SHN_LABELS: &str = "shN_labels.webp";
 pub const META: &str = "meta.json";
 
+/// Whether `path` names an unbundled SOG's `meta.json` (any case).
+#[must_use]
+pub fn is_meta_name(path: &std::path::Path) -> bool {
+    path.file_name().is_some_and(|n| n.eq_ignore_ascii_case(META))
+}
+
 #[derive(Serialize, Deserialize)]
 struct Meta {
     version: u32,

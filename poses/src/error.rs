@@ -45,6 +45,9 @@ pub enum PosesError {
     )]
     TooFewRegistered { registered: usize, images: usize, percent: f64, min_percent: f64 },
     /// The user cancelled.
+    /// ffmpeg runs but cannot write the video asked for.
+    #[error("ffmpeg (`{}`) has no {encoder} encoder, which {purpose} needs: install a build with it, or write the PNG frames to a folder", tried.display())]
+    NoEncoder { tried: PathBuf, encoder: &'static str, purpose: &'static str },
     #[error("cancelled")]
     Cancelled,
 }

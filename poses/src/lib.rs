@@ -285,9 +285,14 @@ impl Report {
 }
 
 /// Says [`PosesError::Missing`] (with how to install it) when ffmpeg — `ffmpeg` at `path`, or
-/// on the `PATH` — does not run.
-pub fn check_ffmpeg(path: Option<&Path>, cancel: &Cancel) -> Result<(), PosesError> {
-    Ffmpeg::new(path).check(cancel)
+/// on the `PATH` — does not run, and [`PosesError::NoEncoder`] when it cannot write `out`'s
+/// kind of video.
+pub fn check_video_encoder(
+    path: Option<&Path>,
+    out: &Path,
+    cancel: &Cancel,
+) -> Result<(), PosesError> {
+    Ffmpeg::new(path).check_encoder(out, cancel)
 }
 
 /// Encodes numbered PNG frames into a video with ffmpeg (`ffmpeg` at `path`, or on the

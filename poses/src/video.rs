@@ -175,11 +175,25 @@ impl Ffmpeg {
 }
 
 impl Ffmpeg {
-    /// Whether ffmpeg runs at all (`ffmpeg -version`): [`PosesError::Missing`] with the advice
-    /// when it is not installed, before minutes of rendering would be spent for nothing.
-    pub fn check(&self, cancel: &Cancel) -> Result<(), PosesError> {
-        let finished = self.ffmpeg.run(&["-version"], cancel, &mut |_| {})?;
-        if finished.status.success() { Ok(()) } else { Err(finished.failure("ffmpeg -version")) }
+    /// Whether ffmpeg runs and has the encoder `out`'s extension needs ([`video_codec`]):
+    /// [`PosesError::Missing`] with the advice when it is not installed,
+    /// [`PosesError::NoEncoder`] when its build lacks the codec, before minutes of rendering
+    /// would be spent for nothing.
+    pub fn check_encoder(&self, out: &Path, cancel: &Cancel) -> Result<(), PosesError> {
+        let (encoder, purpose) = video_codec(out);
+        let mut found = false;
+        let finished = self.ffmpeg.run(&["-hide_banner", "-encoders"], cancel, &mut |line| {
+            // " V....D libx264   libx264 H.264 / AVC …": the name is the second field.
+            found |= line.split_whitespace().nth(1) == Some(encoder);
+        })?;
+        if !finished.status.success() {
+            return Err(finished.failure("ffmpeg -encoders"));
+        }
+        if found {
+            Ok(())
+        } else {
+            Err(PosesError::NoEncoder { tried: self.ffmpeg.path.clone(), encoder, purpose })
+        }
     }
 
     /// Encodes the numbered frames `pattern` (`frame_%05d.png`, from 0) at `fps` frames a
@@ -193,16 +207,14 @@ impl Ffmpeg {
         cancel: &Cancel,
         progress: &mut dyn FnMut(u64),
     ) -> Result<(), PosesError> {
-        let extension = out
-            .extension()
-            .and_then(|e| e.to_str())
-            .map(str::to_ascii_lowercase)
-            .unwrap_or_default();
-        let codec: &[&str] = match extension.as_str() {
-            "webm" => &["-c:v", "libvpx-vp9", "-b:v", "0", "-crf", "31"],
-            "mp4" | "mov" => &["-c:v", "libx264", "-crf", "18", "-movflags", "+faststart"],
-            _ => &["-c:v", "libx264", "-crf", "18"],
+        let (encoder, _) = video_codec(out);
+        let quality: &[&str] = match extension(out).as_str() {
+            "webm" => &["-b:v", "0", "-crf", "31"],
+            "mp4" | "mov" => &["-crf", "18", "-movflags", "+faststart"],
+            _ => &["-crf", "18"],
         };
+        let codec: Vec<&str> =
+            ["-c:v", encoder].into_iter().chain(quality.iter().copied()).collect();
         let fps = format!("{fps}");
         let mut args: Vec<&std::ffi::OsStr> = Vec::new();
         let flags = [
@@ -236,6 +248,21 @@ impl Ffmpeg {
         } else {
             Err(finished.failure("ffmpeg, encoding the video"))
         }
+    }
+}
+
+/// The lowercase extension of `path`.
+fn extension(path: &Path) -> String {
+    path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).unwrap_or_default()
+}
+
+/// The encoder a video file needs, by its extension, and what for: VP9 for `.webm`, H.264
+/// (what every player plays) for anything else.
+fn video_codec(out: &Path) -> (&'static str, &'static str) {
+    if extension(out) == "webm" {
+        ("libvpx-vp9", "a .webm video")
+    } else {
+        ("libx264", "an H.264 video")
     }
 }
 

@@ -38,6 +38,8 @@ pub enum CameraPathError {
     TimeOutOfOrder { index: usize, time: f32 },
     #[error("keyframe {index}: {what}")]
     BadKeyframe { index: usize, what: &'static str },
+    #[error("its `up` must be three finite numbers, not all zero")]
+    BadUp,
 }
 
 /// Keyframes in time order, at least two, each valid: a path a video can follow.
@@ -157,6 +159,14 @@ impl CameraPath {
     }
 }
 
+/// Whether `m`'s upper 3×3 is a rotation (orthonormal columns, determinant +1) within f32
+/// rounding of a matrix typed with six or seven digits.
+fn is_rigid(m: &Mat4) -> bool {
+    let r = glam::Mat3::from_mat4(*m);
+    let gram = r.transpose() * r;
+    gram.abs_diff_eq(glam::Mat3::IDENTITY, 1e-4) && (r.determinant() - 1.0).abs() < 1e-4
+}
+
 /// Values interpolation works on: positions, quaternions as 4-vectors, angles.
 trait Lerp: Copy + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> {
     fn scale(self, by: f32) -> Self;
@@ -207,7 +217,8 @@ pub fn turntable_view(center: Vec3, radius: f32, up: Vec3, fraction: f32) -> Vie
     ViewController::framing_at(center, radius, up, FRAMING_AZIMUTH + TAU * fraction)
 }
 
-/// A camera path file (JSON), the form people write by hand and the window saves:
+/// A camera path file (JSON), as people write it by hand (or [`PathFile::from_path`] writes
+/// it):
 ///
 /// ```json
 /// { "fov_y_degrees": 50, "up": [0, -1, 0],
@@ -248,6 +259,9 @@ impl PathFile {
     /// The path the file describes.
     pub fn to_path(&self) -> Result<CameraPath, CameraPathError> {
         let up = self.up.map_or(DEFAULT_UP, Vec3::from);
+        if up.try_normalize().is_none() {
+            return Err(CameraPathError::BadUp);
+        }
         let default_fov = self.fov_y_degrees.map_or(DEFAULT_FOV_Y, f32::to_radians);
         let keyframes = self
             .keyframes
@@ -271,7 +285,7 @@ impl PathFile {
                         let m = Mat4::from_cols_array(&m).transpose();
                         let position = m.w_axis.truncate();
                         let rotation = look_rotation(m.z_axis.truncate(), -m.y_axis.truncate())
-                            .filter(|_| m.row(3) == Vec4::W)
+                            .filter(|_| m.row(3) == Vec4::W && is_rigid(&m))
                             .ok_or_else(|| {
                                 bad("world_from_camera must be a rigid transform with last row 0 0 0 1")
                             })?;

@@ -353,7 +353,30 @@ fn convert_levels_a_tilted_capture() {
         );
     }
 
-    // A zero direction is one line, and nothing is written.
+    // A crop is in the scene's own frame, levelled after (as the window's exports): with
+    // --up, the splats --crop-box keeps of the scene as it was, turned.
+    let (ok, stderr) = convert_with(
+        &input,
+        &dir.join("cropped.ply"),
+        &["--up", "0,0,1", "--crop-box=-100,-100,-100,100,100,0"],
+    );
+    assert!(ok, "{stderr}");
+    let kept: Vec<[f32; 3]> = original.means.iter().filter(|m| m[2] <= 0.0).copied().collect();
+    let cropped = splats(&dir.join("cropped.ply"));
+    assert!(
+        !kept.is_empty() && kept.len() < original.len(),
+        "{} of {}",
+        kept.len(),
+        original.len()
+    );
+    assert_eq!(cropped.len(), kept.len());
+    for (a, b) in kept.iter().zip(&cropped.means) {
+        assert!(close(b, [a[0], -a[2], a[1]]), "{a:?} → {b:?}");
+    }
+
+    // A zero direction, or one that is not three numbers, is one line, and nothing is written.
+    let (ok, stderr) = convert_with(&input, &dir.join("bad.ply"), &["--up", "0,-1,oops"]);
+    assert!(!ok && error_lines(&stderr).len() == 1 && stderr.contains("three numbers"), "{stderr}");
     let (ok, stderr) = convert_with(&input, &dir.join("bad.ply"), &["--up", "0,0,0"]);
     assert!(!ok && error_lines(&stderr).len() == 1 && stderr.contains("not all zero"), "{stderr}");
     assert!(!dir.join("bad.ply").exists());

@@ -380,3 +380,63 @@ fn bad_video_settings_are_one_clear_line_and_write_nothing() {
     assert_eq!(std::fs::read_to_string(dir.join("keep.txt")).unwrap(), "mine");
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// An ffmpeg that lacks the codec is refused before anything is rendered; one that fails to
+/// encode leaves no video (not even a partial one) and keeps the frames, saying where.
+#[cfg(unix)]
+#[test]
+fn an_ffmpeg_that_cannot_encode_leaves_no_video_and_keeps_the_frames() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = temp_dir("failing-ffmpeg");
+    let scene = data("splats/inria-ply/rtgs-16.ply");
+    let fake = |name: &str, encoders: &str| {
+        let path = dir.join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\ncase \"$*\" in *-encoders*) echo ' V....D {encoders} a codec'; exit 0;; esac\necho 'cannot encode' >&2\nexit 1\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    let no_x264 = fake("ffmpeg-no-x264", "mpeg4");
+    let failing = fake("ffmpeg-failing", "libx264");
+    let video = dir.join("x.mp4");
+    let args = |ffmpeg: &Path| {
+        vec![
+            scene.to_str().unwrap().to_owned(),
+            "--turntable".into(),
+            "1".into(),
+            "--fps".into(),
+            "4".into(),
+            "--size".into(),
+            "32x32".into(),
+            "--ffmpeg".into(),
+            ffmpeg.to_str().unwrap().to_owned(),
+            "--out".into(),
+            video.to_str().unwrap().to_owned(),
+        ]
+    };
+    let run = |ffmpeg: &Path| {
+        let args = args(ffmpeg);
+        render(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let (ok, stderr) = run(&no_x264);
+    assert!(
+        !ok && error_lines(&stderr).len() == 1 && stderr.contains("no libx264 encoder"),
+        "{stderr}"
+    );
+    assert!(!dir.join("x.mp4.frames").exists(), "nothing rendered");
+
+    let (ok, stderr) = run(&failing);
+    assert!(!ok && stderr.contains("its frames are in"), "{stderr}");
+    assert!(!video.exists() && !dir.join("x.incomplete.mp4").exists(), "no video, whole or not");
+    assert_eq!(
+        std::fs::read_dir(dir.join("x.mp4.frames")).unwrap().count(),
+        4,
+        "the 4 frames kept"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}

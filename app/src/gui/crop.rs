@@ -129,6 +129,8 @@ impl Crop {
                 self.redo();
             }
             if ui.add_enabled(!self.keep.is_empty(), egui::Button::new("Show all")).clicked() {
+                // A step of its own, never joined to the edit before it.
+                self.recorded = None;
                 self.set(Filter::default());
             }
         });

@@ -207,7 +207,7 @@ fn open(gpu: &GpuContext, path: &Path) -> Result<Opened, String> {
     match extension {
         "zip" => Ok(Opened::Dataset(path.to_path_buf())),
         // An unbundled SOG scene, its images beside it.
-        "json" if name.eq_ignore_ascii_case(formats::sog::META) => open_splats(path, gpu),
+        "json" if formats::sog::is_meta_name(path) => open_splats(path, gpu),
         // A dataset's own description: open the folder it is in.
         "json" => path
             .parent()

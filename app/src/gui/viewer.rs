@@ -325,4 +325,5 @@ fn same_request(a: &Request, b: &Request) -> bool {
     a.source.same(&b.source)
         && a.camera == b.camera
         && a.background.map(f32::to_bits) == b.background.map(f32::to_bits)
+        && a.keep == b.keep
 }
