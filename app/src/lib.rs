@@ -2,6 +2,7 @@
 //! lives in `main.rs`.
 
 pub mod gui;
+pub mod video;
 
 use std::path::Path;
 

@@ -74,7 +74,7 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<()> {
         f64::from(stats.intersections) / f64::from(stats.visible.max(1)),
     );
     let pixels = scratch.read_image(&ctx)?;
-    write_png(&args.out, camera.width, camera.height, &pixels)
+    splatforge::video::write_png(&args.out, camera.width, camera.height, &pixels)
 }
 
 fn load_scene(path: &Path) -> anyhow::Result<Splats> {
@@ -126,18 +126,6 @@ fn dataset_camera(path: &Path, index: usize) -> anyhow::Result<Camera> {
     data.view(index).map(|v| v.camera).ok_or_else(|| {
         anyhow::anyhow!("{}: no camera {index} (the dataset has {count})", path.display())
     })
-}
-
-/// Writes linear-as-trained RGB (clamped to 0..1) as an 8-bit PNG.
-pub fn write_png(path: &Path, width: u32, height: u32, pixels: &[[f32; 4]]) -> anyhow::Result<()> {
-    let bytes: Vec<u8> = pixels
-        .iter()
-        .flat_map(|p| [p[0], p[1], p[2]])
-        .map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8)
-        .collect();
-    let image = image::RgbImage::from_raw(width, height, bytes)
-        .context("rendered image has the wrong size")?;
-    image.save(path).with_context(|| format!("{}: cannot write image", path.display()))
 }
 
 /// Parses `r,g,b` in 0..1.

@@ -173,6 +173,7 @@ fn sample_scene_start_pause_new_run_export_and_checkpoint() {
     harness.state_mut().set_log_visible(true);
 
     the_crop_keeps_what_convert_keeps(&mut harness, &out);
+    a_turntable_video_is_made_with_progress(&mut harness);
 
     // Stop frees the run; what is left belongs to the viewer and shared resources.
     harness.get_by_label("Stop").click();
@@ -235,6 +236,29 @@ fn the_crop_keeps_what_convert_keeps(harness: &mut Harness<'static, SplatApp>, o
     );
     assert_eq!(cropped, load(&agreed), "the window's crop and convert's agree");
     assert_eq!(harness.state().ui_state().step, 40, "the crop did not touch the run");
+}
+
+/// The Turntable video button makes an .mp4 of the run (cropped as shown) in the exports
+/// folder: ffprobe counts its frames.
+fn a_turntable_video_is_made_with_progress(harness: &mut Harness<'static, SplatApp>) {
+    let engines = [("ffmpeg", "-version"), ("ffprobe", "-version")];
+    if !crate::helpers::engines_present("a_turntable_video_is_made_with_progress", &engines) {
+        return;
+    }
+    harness.state_mut().set_video(1.0, (64, 48));
+    harness.get_by_label("Turntable video").click();
+    let made =
+        wait_for(harness, "the video", 300, |s| !s.videos.is_empty() || !s.errors.is_empty());
+    assert!(made.errors.is_empty(), "{:?}", made.errors);
+    let video = &made.videos[0];
+    assert!(video.to_string_lossy().ends_with("-turntable.mp4"), "{}", video.display());
+    let probe = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-count_frames", "-select_streams", "v:0"])
+        .args(["-show_entries", "stream=nb_read_frames,width,height", "-of", "csv=p=0"])
+        .arg(video)
+        .output()
+        .expect("ffprobe runs");
+    assert_eq!(String::from_utf8_lossy(&probe.stdout).trim(), "64,48,30");
 }
 
 #[test]

@@ -136,6 +136,19 @@ pub struct LoadedDataset {
     pub focus: (Vec3, f32),
 }
 
+/// `path`, or `path` with `-2`, `-3`, … before its extension when that is taken.
+fn unused_name(path: PathBuf) -> PathBuf {
+    if !path.exists() {
+        return path;
+    }
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let extension = path.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default();
+    (2..10_000)
+        .map(|n| path.with_file_name(format!("{stem}-{n}.{extension}")))
+        .find(|p| !p.exists())
+        .unwrap_or(path)
+}
+
 /// The current run.
 #[derive(Clone, Debug)]
 pub struct RunInfo {
@@ -222,6 +235,8 @@ pub struct UiState {
     pub step: u32,
     pub viewing_file: Option<PathBuf>,
     pub exported: Vec<PathBuf>,
+    /// Turntable videos written from the window.
+    pub videos: Vec<PathBuf>,
     pub checkpoints: Vec<PathBuf>,
     pub errors: Vec<String>,
     /// The viewport has drawn splats (of the run or step given, or of a file).
@@ -254,6 +269,11 @@ pub struct SplatApp {
     pub(super) level_exports: bool,
     /// Which splats the view and the exports keep.
     pub(super) crop: super::crop::Crop,
+    /// A turntable video being made, and the length and size of the next.
+    pub(super) video: Option<super::video_job::VideoJob>,
+    pub(super) video_seconds: f64,
+    pub(super) video_size: (u32, u32),
+    videos: Vec<PathBuf>,
     /// The budget the driver (or the host's memory) gives runs on this device, and why.
     pub(super) default_budget: MemoryBudget,
     pub(super) run: Option<RunInfo>,
@@ -359,6 +379,10 @@ impl SplatApp {
             settings,
             level_exports: true,
             crop: super::crop::Crop::default(),
+            video: None,
+            video_seconds: 6.0,
+            video_size: (1280, 720),
+            videos: Vec::new(),
             default_budget: budget,
             run: None,
             history: History::default(),
@@ -679,6 +703,75 @@ impl SplatApp {
         if let Some(e) = self.viewer.take_error() {
             self.error(e);
         }
+        if let Some(result) = self.video.as_mut().and_then(super::video_job::VideoJob::finished)
+            && let Some(job) = self.video.take()
+        {
+            match result {
+                Ok(()) => {
+                    self.info(format!("Video written to {}.", job.path.display()));
+                    self.videos.push(job.path.clone());
+                }
+                Err(_) if job.cancelled() => self.info("Video cancelled."),
+                Err(e) => self.error(format!("The video was not made: {e}")),
+            }
+        }
+    }
+
+    /// Starts a turntable video of what the viewport shows (the run's splats or a file's,
+    /// with the crop) into the exports folder.
+    pub fn start_turntable_video(&mut self) {
+        if self.video.is_some() {
+            return;
+        }
+        let showing_file =
+            self.viewed_file.as_ref().filter(|_| self.show_file || self.run.is_none());
+        let (splats, framing, path) = if let Some(file) = showing_file {
+            let dir = self.out.clone().or_else(|| file.path.parent().map(Path::to_path_buf));
+            let stem = file.path.file_stem().map(|s| s.to_string_lossy().into_owned());
+            let (Some(dir), Some(stem)) = (dir, stem) else { return };
+            let (center, radius) = file.focus;
+            let framing = (center, radius, splat_trainer::render::view_controller::DEFAULT_UP);
+            (Arc::clone(&file.splats), framing, dir.join(format!("{stem}-turntable.mp4")))
+        } else {
+            let (Some(latest), Some(dataset), Some(path)) =
+                (self.task.viewer().latest(), self.dataset.as_ref(), self.output_path("mp4"))
+            else {
+                self.warning("Nothing to film: start a run or open a splat file first.");
+                return;
+            };
+            let framing = (dataset.focus.0, dataset.focus.1, dataset.up);
+            let name =
+                path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            (latest.splats, framing, path.with_file_name(format!("{name}-turntable.mp4")))
+        };
+        let path = unused_name(path);
+        if let Some(dir) = path.parent()
+            && let Err(e) = std::fs::create_dir_all(dir)
+        {
+            self.error(format!("{}: cannot make the folder: {e}", dir.display()));
+            return;
+        }
+        let cameras = match crate::video::turntable(
+            framing,
+            self.video_seconds,
+            super::video_job::FPS,
+            self.video_size,
+        ) {
+            Ok(cameras) => cameras,
+            Err(e) => return self.error(format!("{e:#}")),
+        };
+        let settings =
+            splat_trainer::render::RenderSettings { keep: self.crop.keep(), ..Default::default() };
+        match super::video_job::VideoJob::start(self.gpu.clone(), splats, cameras, settings, path) {
+            Ok(job) => self.video = Some(job),
+            Err(e) => self.error(format!("cannot start a thread for the video: {e}")),
+        }
+    }
+
+    /// The length and frame size of the next turntable video (the panel's fields).
+    pub fn set_video(&mut self, seconds: f64, size: (u32, u32)) {
+        self.video_seconds = seconds;
+        self.video_size = size;
     }
 
     fn on_task_event(&mut self, event: Event) {
@@ -960,6 +1053,7 @@ impl SplatApp {
             step: self.run.as_ref().map_or(0, RunInfo::step),
             viewing_file: self.viewed_file.as_ref().map(|f| f.path.clone()),
             exported: self.exported.clone(),
+            videos: self.videos.clone(),
             checkpoints: self.checkpoints.clone(),
             errors: self.errors.clone(),
             frame: self.viewer.frame().map(|f| f.run_step),
@@ -1004,6 +1098,9 @@ impl eframe::App for SplatApp {
         }
         if self.current_toast().is_some() {
             ui.ctx().request_repaint_after(Duration::from_millis(500));
+        }
+        if self.video.is_some() {
+            ui.ctx().request_repaint_after(Duration::from_millis(200));
         }
     }
 }

@@ -4,7 +4,8 @@
 //! queues commands; `splat-trainer` owns every run ([`splat_trainer::task`]); `splat-viewer`
 //! renders the viewport into a texture ([`viewer`]); `splat-files` opens files and
 //! `file-dialog` runs native dialogs ([`files`]); `colmap-poses` computes camera poses for
-//! dropped photos or a video ([`poses`]). The UI thread never waits on the GPU.
+//! dropped photos or a video ([`poses`]); `video` makes a turntable video ([`video_job`]).
+//! The UI thread never waits on the GPU.
 
 mod app;
 mod crop;
@@ -14,6 +15,7 @@ mod panels;
 mod poses;
 pub mod sample;
 mod self_test;
+mod video_job;
 mod viewer;
 
 use std::path::PathBuf;

@@ -486,6 +486,7 @@ impl SplatApp {
             if ui.add_enabled(has_run, egui::Button::new("Save checkpoint")).clicked() {
                 self.save_checkpoint();
             }
+            self.video_controls(ui, has_splats);
             ui.checkbox(&mut self.level_exports, "Level exports").on_hover_text(
                 "Turn exported splats so that the cameras' up is −y, the up of 3DGS files and \
                  web viewers. Checkpoints keep the dataset's frame.",
@@ -551,6 +552,37 @@ impl SplatApp {
             ui.add(egui::Slider::new(&mut self.render_scale, 0.25..=1.0).fixed_decimals(2))
                 .labelled_by(label.id);
         });
+    }
+
+    /// Turntable video: the button and its length, or the running video's progress and
+    /// Cancel.
+    fn video_controls(&mut self, ui: &mut egui::Ui, has_splats: bool) {
+        if let Some(job) = &self.video {
+            let (rendered, encoded, total) = job.progress();
+            let (done, what) =
+                if rendered < total { (rendered, "rendering") } else { (encoded, "encoding") };
+            ui.add(
+                egui::ProgressBar::new(done as f32 / total.max(1) as f32)
+                    .desired_width(140.0)
+                    .text(format!("video: {what} {done}/{total}")),
+            );
+            if ui.add_enabled(!job.cancelled(), egui::Button::new("Cancel video")).clicked() {
+                job.cancel();
+            }
+            return;
+        }
+        let can_film = has_splats || self.viewed_file.is_some();
+        if ui
+            .add_enabled(can_film, egui::Button::new("Turntable video"))
+            .on_hover_text(
+                "Once round the scene into an .mp4 in the exports folder (ffmpeg), as shown: crop \
+             included",
+            )
+            .clicked()
+        {
+            self.start_turntable_video();
+        }
+        ui.add(egui::DragValue::new(&mut self.video_seconds).range(1.0..=120.0).suffix(" s"));
     }
 
     fn step_camera(&mut self, count: usize, delta: isize) {
