@@ -17,7 +17,8 @@
 # a later window, `brush`, then `lego`), timeout_s 600. On an H200 (2026-11-27) ours took
 # 229 s for 30,000 steps (223 s with the long-axis split, 20k splats; compact's full-resolution
 # threshold since then grows penguin to about 90k, so expect more) and Brush 313 s. Brush stops at 570 s; ours at 450 s after the adapter (30 s) and
-# profiled bench-trains at 1M and 25k splats (45 s, 30 s); whatever they have reached is in the logs, and ours
+# profiled bench-trains at 1M and 25k splats (45 s, 30 s) and SOG's encode of 1M SH-3 splats
+# (25 s); whatever they have reached is in the logs, and ours
 # leaves a checkpoint every 1,000 steps (`train --resume /tmp/ours/checkpoint.ckpt` goes on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -95,6 +96,8 @@ run() {
         # between a step's two parts there (issue 31)?
         timeout 30 /tmp/splatforge bench-train .gpu/penguin-1600 --steps 400 --window 100 \
             --max-resolution 1600 --splats 25000 --profile >>"$out/bench-train.txt" 2>&1 || true
+        # SOG of a million SH-3 splats: its palette's k-means on the GPU (issue 33: seconds?).
+        timeout 25 /tmp/splatforge bench-sog --splats 1000000 >>"$out/bench-train.txt" 2>&1 || true
         timeout 450 /tmp/splatforge train .gpu/penguin-1600 --eval-every 1000 \
             --checkpoint-every 1000 --out /tmp/ours >"$out/ours.log" 2>&1 || status=$?
         cp /tmp/ours/metrics.json "$out/ours-metrics.json" 2>/dev/null || true

@@ -224,6 +224,38 @@ fn random_scene(n: usize, sh_degree: u32) -> Splats {
     s
 }
 
+/// `splatforge bench-sog`: SOG's encode time for `n` random splats of SH degree `sh_degree`
+/// (random SH: no clusters to find, the k-means' worst case), the palette on this machine's
+/// GPU (on its CPU cores where the adapter is software: `trainer::task::sh_palette`).
+pub fn run_sog(n: usize, sh_degree: u32) -> anyhow::Result<()> {
+    use splat_trainer::formats::sog;
+    use splat_trainer::task::{is_software, sh_palette};
+    let splats = random_scene(n, sh_degree);
+    let ctx = pollster::block_on(GpuContext::new_headless())?;
+    let adapter = splat_trainer::render::adapter_name(&ctx.adapter_info);
+    let on =
+        if is_software(&ctx) { format!("the CPU cores ({adapter} is software)") } else { adapter };
+    let started = Instant::now();
+    let palette = sh_palette(&splats, Some(&ctx)).map_err(anyhow::Error::msg)?;
+    let clustered = started.elapsed().as_secs_f64();
+    let files = sog::encode(&splats, palette).map_err(anyhow::Error::from)?;
+    let bundle = sog::bundle(&files)?;
+    let total = started.elapsed().as_secs_f64();
+    let palette = if sh_degree > 0 {
+        format!("SH palette of {} entries in {clustered:.2} s on {on}", sog::palette_size(n))
+    } else {
+        "no SH palette (SH 0)".to_owned()
+    };
+    println!(
+        "{n} splats, SH {sh_degree}: {palette}; the rest of the encode {:.2} s; {total:.2} s in \
+         all; {} bytes ({:.1} a splat)",
+        total - clustered,
+        bundle.len(),
+        bundle.len() as f64 / n.max(1) as f64,
+    );
+    Ok(())
+}
+
 pub struct TrainBenchArgs {
     pub dataset: std::path::PathBuf,
     pub steps: u32,

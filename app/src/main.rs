@@ -282,6 +282,14 @@ enum Command {
         out: PathBuf,
     },
     /// Time the rasterizer forward and forward + backward on random scenes.
+    /// SOG's encode time for random splats: the SH palette's k-means (on the GPU) and the
+    /// rest.
+    BenchSog {
+        #[arg(long, default_value_t = 1_000_000)]
+        splats: usize,
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
+        sh_degree: u32,
+    },
     BenchRender {
         /// Splat counts, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
@@ -423,6 +431,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             profile,
             json,
         }),
+        Command::BenchSog { splats, sh_degree } => bench::run_sog(splats.max(1), sh_degree),
         Command::BenchRender { splats, sizes, sh_degree, runs, profile, json } => {
             bench::run(&bench::BenchArgs {
                 splats,
