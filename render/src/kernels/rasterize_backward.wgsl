@@ -43,18 +43,49 @@ var<workgroup> batch_color: array<vec4<f32>, BATCH>;   // rgb, sigma_cut
 var<workgroup> group_sums: array<f32, 2304>;
 var<workgroup> max_last: atomic<u32>;
 
-// The complete binary tree over the `count` (a power of two) group sums from `first`:
-// neighbours added in pairs, then pairs of those sums, and so on, in place, by the one
-// invocation that owns them. (The lane sums below it are written out without loops: with
-// loops in both, lavapipe, Mesa 22.3, summed wrong on a training run's refined splats, up to
-// 25% off the reference; trainer/tests/trained_gradients.rs checks that state.)
+// The complete binary tree over the `count` (a power of two, 1 to 64) group sums from
+// `first`: neighbours added in pairs, then pairs of those sums, and so on. Written out without
+// loops, as the lane sums below it are: llvmpipe (lavapipe, Mesa 22.3) silently ends a shader
+// invocation's loops after 65,535 passes in all, and a loop here cost every list entry about
+// four more passes (with loops in both, a training run's refined splats summed up to 25% off
+// the reference; trainer/tests/trained_gradients.rs checks that state).
+fn group2(i: u32) -> f32 {
+    return group_sums[i] + group_sums[i + 1u];
+}
+fn group4(i: u32) -> f32 {
+    return group2(i) + group2(i + 2u);
+}
+fn group8(i: u32) -> f32 {
+    return group4(i) + group4(i + 4u);
+}
+fn group16(i: u32) -> f32 {
+    return group8(i) + group8(i + 8u);
+}
+fn group32(i: u32) -> f32 {
+    return group16(i) + group16(i + 16u);
+}
 fn tree_sum(first: u32, count: u32) -> f32 {
-    for (var stride = 1u; stride < count; stride <<= 1u) {
-        for (var g = first; g < first + count; g += 2u * stride) {
-            group_sums[g] += group_sums[g + stride];
-        }
+    switch count {
+        case 1u: { return group_sums[first]; }
+        case 2u: { return group2(first); }
+        case 4u: { return group4(first); }
+        case 8u: { return group8(first); }
+        case 16u: { return group16(first); }
+        case 32u: { return group32(first); }
+        default: { return group32(first) + group32(first + 32u); }
     }
-    return group_sums[first];
+}
+
+// One value of a list entry's gradient summed over the group's lanes, its first lane writing
+// the group's sum (`lane_sum` takes every invocation: `any` is uniform within the group).
+fn group_value(value: f32, any: bool, slot: u32, first_lane: bool, at: u32) {
+    var sum = 0.0;
+    if any {
+        sum = lane_sum(value, slot);
+    }
+    if first_lane {
+        group_sums[at] = sum;
+    }
 }
 
 // `slot` (0..256, a permutation of the invocations: the reduction's order) runs along the
@@ -169,17 +200,18 @@ fn backward(gid: vec3<u32>, lid: u32, slot: u32, groups: vec3<u32>, num_groups: 
                     }
                 }
                 let at = (b - run_start) * 9u * num_groups + group;
-                // Groups with no contribution skip the sums (uniform within the group).
+                // Groups with no contribution skip the sums (uniform within the group). The nine
+                // values written out, not looped over: see `tree_sum`.
                 let any = lane_any(contributes);
-                for (var c = 0u; c < 9u; c++) {
-                    var sum = 0.0;
-                    if any {
-                        sum = lane_sum(grad[c], slot);
-                    }
-                    if first_lane {
-                        group_sums[at + c * num_groups] = sum;
-                    }
-                }
+                group_value(grad[0], any, slot, first_lane, at);
+                group_value(grad[1], any, slot, first_lane, at + num_groups);
+                group_value(grad[2], any, slot, first_lane, at + 2u * num_groups);
+                group_value(grad[3], any, slot, first_lane, at + 3u * num_groups);
+                group_value(grad[4], any, slot, first_lane, at + 4u * num_groups);
+                group_value(grad[5], any, slot, first_lane, at + 5u * num_groups);
+                group_value(grad[6], any, slot, first_lane, at + 6u * num_groups);
+                group_value(grad[7], any, slot, first_lane, at + 7u * num_groups);
+                group_value(grad[8], any, slot, first_lane, at + 8u * num_groups);
             }
             workgroupBarrier();
             // Each (entry, value) of the run: the tree over its groups' sums.

@@ -693,3 +693,31 @@ fn sixteen_bit_sh_renders_and_differentiates_as_its_rounded_values() {
     assert!(half_gradients[7].iter().any(|&g| g != 0), "band 3 received gradients");
     assert!(ctx.take_uncaptured_errors().is_empty());
 }
+
+/// lavapipe (Mesa 22.3) silently ends a shader invocation's loops after 65,535 passes in all
+/// (TESTING.md): a tile whose list holds thousands of entries that no pixel saturates walks
+/// past it unless the walk costs about one pass an entry. Small faint splats, ≥ 6,800 entries
+/// in every tile of a 32×32 view: the gradients still match the reference (with a loop over
+/// each entry's nine values and another in the group sums, they were 32% off).
+#[test]
+fn gradients_match_with_thousands_of_unsaturated_entries_a_tile() {
+    let gpu = Gpu::new();
+    let mut rng = SplitMix64::new(29);
+    let mut splats = random_scene(&mut rng, 28_000, 1);
+    for logit in &mut splats.opacity_logits {
+        *logit = rng.range(-2.5, -2.0);
+    }
+    for s in &mut splats.log_scales {
+        *s = [rng.range(-5.5, -4.5), rng.range(-5.5, -4.5), rng.range(-5.5, -4.5)];
+    }
+    let cam = camera(32, 32, Mat4::IDENTITY);
+    let settings = RenderSettings::default();
+    let projected = reference::project_forward(&splats, &cam, &ref_settings(&settings, &splats));
+    let per_tile = (0..2)
+        .flat_map(|ty| (0..2).map(move |tx| (tx, ty)))
+        .map(|(tx, ty)| projected.iter().filter(|p| p.touches_tile(tx, ty, &cam)).count())
+        .min()
+        .unwrap();
+    assert!(per_tile > 6_500, "{per_tile} splats in the least full tile");
+    check_gradients(&gpu, &splats, &cam, &settings, 31);
+}
