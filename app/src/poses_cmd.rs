@@ -28,7 +28,7 @@ pub struct PosesArgs {
     #[arg(long, default_value_t = 1600, value_parser = clap::value_parser!(u32).range(100..))]
     pub max_image_size: u32,
     /// Frames kept a second of video (each the sharpest of a few around it).
-    #[arg(long, default_value_t = 2.0, value_parser = parse_fps)]
+    #[arg(long, default_value_t = 2.0, value_parser = crate::render_video::parse_positive)]
     pub fps: f64,
     /// Frames kept from a video at most (a long video keeps fewer a second).
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(3..))]
@@ -46,13 +46,6 @@ pub struct PosesArgs {
     /// Write the report (and the comparison) as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-}
-
-fn parse_fps(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(fps) if fps.is_finite() && fps > 0.0 => Ok(fps),
-        _ => Err(format!("{text:?}: frames a second, a number above 0")),
-    }
 }
 
 fn parse_matcher(text: &str) -> Result<Matcher, String> {

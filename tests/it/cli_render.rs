@@ -264,35 +264,31 @@ fn a_camera_path_video_passes_its_keyframes() {
         { "time": 1, "position": [position[0], position[1] - 1.0, position[2]], "look_at": [position[0], position[1], position[2] + 2.0], "fov_y_degrees": 30 },
     ]});
     std::fs::write(dir.join("path.json"), path.to_string()).unwrap();
+    let size = format!("{width}x{height}");
+    let path_file = dir.join("path.json");
+    let along_path = |out: &Path| {
+        let (scene, file) = (scene.to_str().unwrap(), path_file.to_str().unwrap());
+        render(&[
+            scene,
+            "--path",
+            file,
+            "--fps",
+            "10",
+            "--size",
+            &size,
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
     let video = dir.join("path.webm");
-    let (ok, stderr) = render(&[
-        scene.to_str().unwrap(),
-        "--path",
-        dir.join("path.json").to_str().unwrap(),
-        "--fps",
-        "10",
-        "--size",
-        &format!("{width}x{height}"),
-        "--out",
-        video.to_str().unwrap(),
-    ]);
+    let (ok, stderr) = along_path(&video);
     assert!(ok, "{stderr}");
     // One second at 10 frames a second, both ends included.
     assert_eq!(probe_video(&video), (11, width, height));
 
     // The first frame is the first keyframe's view: the same picture as `render --camera`.
     let frames = dir.join("frames");
-    let (ok, stderr) = render(&[
-        scene.to_str().unwrap(),
-        "--path",
-        dir.join("path.json").to_str().unwrap(),
-        "--fps",
-        "10",
-        "--size",
-        &format!("{width}x{height}"),
-        "--out",
-        frames.to_str().unwrap(),
-    ]);
+    let (ok, stderr) = along_path(&frames);
     assert!(ok, "{stderr}");
     let still = dir.join("still.png");
     let (ok, stderr) = render(&[

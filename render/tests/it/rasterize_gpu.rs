@@ -362,6 +362,16 @@ fn gradients_match_for_splats_across_many_tiles() {
 /// Tiles whose lists hold more than a thousand faint splats each, as a full-resolution
 /// frame's do: the backward pass walks many batches (128 entries) and runs of them, and a
 /// pixel composites hundreds of splats before its transmittance runs out.
+/// Splats in the list of the least full of a 32×32 view's four tiles.
+fn least_full_tile(splats: &Splats, cam: &Camera, settings: &RenderSettings) -> usize {
+    let projected = reference::project_forward(splats, cam, &ref_settings(settings, splats));
+    (0..2)
+        .flat_map(|ty| (0..2).map(move |tx| (tx, ty)))
+        .map(|(tx, ty)| projected.iter().filter(|p| p.touches_tile(tx, ty, cam)).count())
+        .min()
+        .unwrap()
+}
+
 #[test]
 fn gradients_match_with_a_thousand_splats_a_tile() {
     let gpu = Gpu::new();
@@ -372,12 +382,7 @@ fn gradients_match_with_a_thousand_splats_a_tile() {
     }
     let cam = camera(32, 32, Mat4::IDENTITY);
     let settings = RenderSettings::default();
-    let projected = reference::project_forward(&splats, &cam, &ref_settings(&settings, &splats));
-    let per_tile = (0..2)
-        .flat_map(|ty| (0..2).map(move |tx| (tx, ty)))
-        .map(|(tx, ty)| projected.iter().filter(|p| p.touches_tile(tx, ty, &cam)).count())
-        .min()
-        .unwrap();
+    let per_tile = least_full_tile(&splats, &cam, &settings);
     eprintln!("at least {per_tile} splats in every tile's list");
     assert!(per_tile > 1_000, "{per_tile} splats in the least full tile");
     check_gradients(&gpu, &splats, &cam, &settings, 31);
@@ -712,12 +717,7 @@ fn gradients_match_with_thousands_of_unsaturated_entries_a_tile() {
     }
     let cam = camera(32, 32, Mat4::IDENTITY);
     let settings = RenderSettings::default();
-    let projected = reference::project_forward(&splats, &cam, &ref_settings(&settings, &splats));
-    let per_tile = (0..2)
-        .flat_map(|ty| (0..2).map(move |tx| (tx, ty)))
-        .map(|(tx, ty)| projected.iter().filter(|p| p.touches_tile(tx, ty, &cam)).count())
-        .min()
-        .unwrap();
+    let per_tile = least_full_tile(&splats, &cam, &settings);
     assert!(per_tile > 6_500, "{per_tile} splats in the least full tile");
     check_gradients(&gpu, &splats, &cam, &settings, 31);
 }
