@@ -324,7 +324,7 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         loss_weights: splat_trainer::loss::LossWeights::default(),
         transparency: splat_trainer::train::Transparency::default(),
         progressive: Progressive::OFF,
-        appearance: false,
+        appearance: splat_trainer::appearance::Compensation::Off,
     };
     let mut trainer = Trainer::new(&ctx, std::sync::Arc::new(data), &init, config, Owner::Run(1))?;
     println!(

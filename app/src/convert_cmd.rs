@@ -2,7 +2,8 @@
 //! extension. Reads `.ply` (3DGS or compressed), `.splat`, `.spz`, SOG (`.sog` or its
 //! `meta.json`) and `.ckpt` (a checkpoint's splats); writes `.ply`, `.spz`, `.splat` and SOG
 //! (`.sog`, or `meta.json` and its images in a folder; the SH palette clustered on the GPU
-//! when there is one). A [`Filter`] (a crop box, an opacity floor) keeps only some of the
+//! when there is one). A [`Filter`] (a crop box or sphere, an opacity floor, a size limit, the
+//! box around the dense scene) keeps only some of the
 //! splats; a [`Level`] turns the scene upright.
 
 use std::path::{Path, PathBuf};
@@ -47,10 +48,20 @@ pub fn parse_opacity(text: &str) -> Result<f32, String> {
         .ok_or_else(|| format!("an opacity is a number from 0 to 1 (got \"{text}\")"))
 }
 
+/// `--max-size`: a number above 0.
+pub fn parse_size(text: &str) -> Result<f32, String> {
+    text.trim()
+        .parse::<f32>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .ok_or_else(|| format!("a size is a number above 0 (got \"{text}\")"))
+}
+
 pub fn run(
     input: &Path,
     output: &Path,
     filter: &Filter,
+    drop_floaters: bool,
     level: Option<&Level>,
 ) -> anyhow::Result<()> {
     // The output's format first: a typo should not cost reading a large scene.
@@ -68,15 +79,33 @@ pub fn run(
         None => None,
     };
     let mut splats = read_scene(input)?;
+    let mut filter = *filter;
+    if drop_floaters {
+        // The box around the dense scene (clap keeps --crop-box out).
+        filter.crop_box = splat_trainer::formats::filter::dense_region(&splats);
+        if filter.crop_box.is_none() {
+            bail!(
+                "--drop-floaters: {} has too few splats to tell floaters from the scene",
+                input.display()
+            );
+        }
+    }
     if !filter.is_empty() {
         let read = splats.len();
         let counts = filter.apply(&mut splats);
         let mut removed = Vec::new();
         if let Some(crop_box) = filter.crop_box {
-            removed.push(format!("{} outside the box {crop_box}", counts.outside_box));
+            let what = if drop_floaters { "the dense scene's box" } else { "the box" };
+            removed.push(format!("{} outside {what} {crop_box}", counts.outside_box));
+        }
+        if let Some(sphere) = filter.crop_sphere {
+            removed.push(format!("{} outside the sphere {sphere}", counts.outside_sphere));
         }
         if let Some(min_opacity) = filter.min_opacity {
             removed.push(format!("{} below opacity {min_opacity}", counts.below_opacity));
+        }
+        if let Some(max_size) = filter.max_size {
+            removed.push(format!("{} larger than {max_size}", counts.above_size));
         }
         eprintln!("kept {} of {read} splats: {}", counts.kept, removed.join(", "));
         if splats.is_empty() {

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use splat_trainer::formats::filter::{CropBox, Filter};
+use splat_trainer::appearance::Compensation;
+use splat_trainer::formats::filter::{CropBox, CropSphere, Filter};
 use splat_trainer::memory::MeasuredStrategy;
 use splat_trainer::render::ShPrecision;
 use splat_trainer::train::Transparency;
@@ -173,13 +174,15 @@ enum Command {
         /// --resume, the checkpoint's].
         #[arg(long, value_parser = train_cmd::parse_on_off)]
         progressive: Option<bool>,
-        /// Per-view appearance compensation (on or off): each train view's render is seen
-        /// through its own learned colour transform (exposure, white balance) before the
+        /// Per-view appearance compensation (auto, on or off): each train view's render is
+        /// seen through its own learned colour transform (exposure, white balance) before the
         /// loss, for captures whose exposure or colour changes from photo to photo; the
-        /// splats, the exports and the evaluation stay untransformed [default: off; with
-        /// --resume, the checkpoint's].
-        #[arg(long, value_parser = train_cmd::parse_on_off)]
-        appearance: Option<bool>,
+        /// splats, the exports and the evaluation stay untransformed. Each view's transform
+        /// starts from its photo's EXIF exposure where every photo has one. auto: on where
+        /// the train photos' EXIF exposures span a third of a stop or more [default: auto;
+        /// with --resume, the checkpoint's].
+        #[arg(long, value_parser = train_cmd::parse_compensation)]
+        appearance: Option<Compensation>,
     },
     /// Camera poses for a folder of photos or a video, computed by COLMAP (frames cut by
     /// ffmpeg): writes a dataset (images/, sparse/0/) that train and the window open.
@@ -187,7 +190,8 @@ enum Command {
     /// Convert a splat scene between formats, each told by its extension: reads .ply (3DGS or
     /// compressed), .splat, .spz, SOG (.sog or meta.json) and .ckpt (a checkpoint's splats);
     /// writes .ply, .spz, .splat, .sog or DIR/meta.json. Optionally keeps only some splats
-    /// (--crop-box, --min-opacity) and levels the scene (--up, --level-from).
+    /// (--crop-box, --crop-sphere, --min-opacity, --max-size, --drop-floaters) and levels the
+    /// scene (--up, --level-from).
     Convert {
         input: PathBuf,
         output: PathBuf,
@@ -195,9 +199,22 @@ enum Command {
         /// the scene's coordinates (bounds included).
         #[arg(long, allow_hyphen_values = true)]
         crop_box: Option<CropBox>,
+        /// Leave out likely floaters: keep only the splats in the box around the dense scene
+        /// (cells of splats that touch, groups of at least 2% of them; small clusters apart
+        /// from it are dropped).
+        #[arg(long, conflicts_with = "crop_box")]
+        drop_floaters: bool,
+        /// Keep only splats whose centre is inside this ball: x,y,z,radius in the scene's
+        /// coordinates (the surface included).
+        #[arg(long, allow_hyphen_values = true)]
+        crop_sphere: Option<CropSphere>,
         /// Keep only splats at least this opaque (0 to 1).
         #[arg(long, value_parser = convert_cmd::parse_opacity)]
         min_opacity: Option<f32>,
+        /// Keep only splats whose largest axis (its standard deviation, in the scene's units)
+        /// is at most this: drops the huge faint splats behind a scene.
+        #[arg(long, value_parser = convert_cmd::parse_size)]
+        max_size: Option<f32>,
         /// Level the scene: turn it so that this direction (x,y,z, the scene's up) becomes
         /// −y, the up of 3DGS files and web viewers.
         #[arg(long, allow_hyphen_values = true, value_parser = convert_cmd::parse_up, conflicts_with = "level_from")]
@@ -382,13 +399,24 @@ fn run(command: Command) -> anyhow::Result<()> {
             progressive,
             appearance,
         }),
-        Command::Convert { input, output, crop_box, min_opacity, up, level_from } => {
+        Command::Convert {
+            input,
+            output,
+            crop_box,
+            crop_sphere,
+            min_opacity,
+            max_size,
+            drop_floaters,
+            up,
+            level_from,
+        } => {
             let level = match (up, level_from) {
                 (Some(up), _) => Some(convert_cmd::Level::Up(up)),
                 (None, Some(dataset)) => Some(convert_cmd::Level::FromDataset(dataset)),
                 (None, None) => None,
             };
-            convert_cmd::run(&input, &output, &Filter { crop_box, min_opacity }, level.as_ref())
+            let filter = Filter { crop_box, crop_sphere, min_opacity, max_size };
+            convert_cmd::run(&input, &output, &filter, drop_floaters, level.as_ref())
         }
         Command::Poses(args) => poses_cmd::run(&args),
         Command::BenchMemory {

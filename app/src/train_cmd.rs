@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
-use splat_trainer::appearance::ViewAppearance;
+use splat_trainer::appearance::{Compensation, ViewAppearance};
 use splat_trainer::checkpoint;
 use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
@@ -53,11 +53,21 @@ pub struct TrainArgs {
     /// Coarse-to-fine ([`Progressive::for_steps`]); `None`: off, or the checkpoint's when
     /// resuming.
     pub progressive: Option<bool>,
-    /// Per-view appearance compensation; `None`: off, or the checkpoint's when resuming.
-    pub appearance: Option<bool>,
+    /// Per-view appearance compensation; `None`: auto, or the checkpoint's when resuming.
+    pub appearance: Option<Compensation>,
 }
 
-/// `--progressive`, `--appearance`: `on` or `off`.
+/// `--appearance`: `auto`, `on` or `off`.
+pub fn parse_compensation(text: &str) -> Result<Compensation, String> {
+    match text {
+        "auto" => Ok(Compensation::Auto),
+        "on" => Ok(Compensation::On),
+        "off" => Ok(Compensation::Off),
+        _ => Err(format!("'{text}': auto, on or off")),
+    }
+}
+
+/// `--progressive`: `on` or `off`.
 pub fn parse_on_off(text: &str) -> Result<bool, String> {
     match text {
         "on" => Ok(true),
@@ -161,7 +171,7 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
             } else {
                 Progressive::OFF
             },
-            appearance: args.appearance.unwrap_or(false),
+            appearance: args.appearance.unwrap_or_default(),
         };
         task.send(Command::Start { config })?;
     }
@@ -379,7 +389,10 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                 tally.intersections.0 += u64::from(stats.intersections);
                 tally.intersections.1 += 1;
                 if args.checkpoint_every > 0 && stats.step % args.checkpoint_every == 0 {
-                    task.send(Command::SaveCheckpoint { path: checkpoint.clone() })?;
+                    task.send(Command::SaveCheckpoint {
+                        path: checkpoint.clone(),
+                        crop: splat_trainer::formats::filter::Filter::default(),
+                    })?;
                 }
                 let loss = latest.map_or_else(String::new, |m: StepMetrics| {
                     format!("loss {:.4} | train PSNR {:.2} | ", m.loss, m.train_psnr)

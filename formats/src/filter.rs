@@ -1,5 +1,5 @@
-//! Which splats a scene keeps: a crop box and an opacity floor, as `splatforge convert`
-//! applies them (issue 33). The filter decides per splat from its stored values alone, so the
+//! Which splats a scene keeps: a crop box, a crop sphere, an opacity floor and a size limit, as
+//! `splatforge convert` applies them (issue 33). The filter decides per splat from its stored values alone, so the
 //! same filter keeps the same splats whatever the format it was read from.
 
 use std::fmt;
@@ -56,13 +56,63 @@ impl fmt::Display for CropBox {
     }
 }
 
+/// A ball in world coordinates; a splat is inside when its centre is (the surface included).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CropSphere {
+    pub center: [f32; 3],
+    pub radius: f32,
+}
+
+impl CropSphere {
+    /// Whether `point` lies inside the ball or on its surface (in f64, so every machine
+    /// agrees).
+    #[must_use]
+    pub fn contains(&self, point: [f32; 3]) -> bool {
+        let d2: f64 =
+            (0..3).map(|a| (f64::from(point[a]) - f64::from(self.center[a])).powi(2)).sum();
+        d2 <= f64::from(self.radius).powi(2)
+    }
+}
+
+/// `x,y,z,radius`: four finite numbers, the radius above 0.
+impl FromStr for CropSphere {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let values: Vec<f32> = text
+            .split(',')
+            .map(|v| v.trim().parse::<f32>().ok().filter(|v| v.is_finite()))
+            .collect::<Option<_>>()
+            .filter(|v: &Vec<f32>| v.len() == 4)
+            .ok_or_else(|| {
+                format!("a crop sphere is four numbers, x,y,z,radius (got \"{text}\")")
+            })?;
+        if values[3] <= 0.0 {
+            return Err(format!("the crop sphere's radius ({}) is not above 0", values[3]));
+        }
+        Ok(Self { center: [values[0], values[1], values[2]], radius: values[3] })
+    }
+}
+
+impl fmt::Display for CropSphere {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [x, y, z] = self.center;
+        write!(f, "of radius {} around ({x}, {y}, {z})", self.radius)
+    }
+}
+
 /// What a scene keeps; an empty filter keeps everything.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Filter {
     /// Keep only splats whose centre is inside.
     pub crop_box: Option<CropBox>,
+    /// Keep only splats whose centre is inside.
+    pub crop_sphere: Option<CropSphere>,
     /// Keep only splats at least this opaque (after the sigmoid; 0..=1).
     pub min_opacity: Option<f32>,
+    /// Keep only splats whose largest axis (its standard deviation, in world units) is at
+    /// most this: the huge faint splats a run leaves behind the scene.
+    pub max_size: Option<f32>,
 }
 
 /// How many splats each rule of a [`Filter`] removed (a splat outside the box is counted there
@@ -71,13 +121,15 @@ pub struct Filter {
 pub struct Filtered {
     pub kept: usize,
     pub outside_box: usize,
+    pub outside_sphere: usize,
     pub below_opacity: usize,
+    pub above_size: usize,
 }
 
 impl Filter {
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.crop_box.is_none() && self.min_opacity.is_none()
+        *self == Self::default()
     }
 
     /// Removes from `splats` every splat the filter does not keep; the kept ones stay in
@@ -89,11 +141,17 @@ impl Filter {
                 if self.crop_box.is_some_and(|b| !b.contains(splats.means[i])) {
                     counts.outside_box += 1;
                     false
+                } else if self.crop_sphere.is_some_and(|b| !b.contains(splats.means[i])) {
+                    counts.outside_sphere += 1;
+                    false
                 } else if self
                     .min_opacity
                     .is_some_and(|m| opacity(splats.opacity_logits[i]) < f64::from(m))
                 {
                     counts.below_opacity += 1;
+                    false
+                } else if self.max_size.is_some_and(|m| size(splats.log_scales[i]) > f64::from(m)) {
+                    counts.above_size += 1;
                     false
                 } else {
                     counts.kept += 1;
@@ -106,10 +164,122 @@ impl Filter {
     }
 }
 
+/// Cells along the centres' robust extent (their 2nd to 98th percentile on the longest axis)
+/// that [`dense_region`] groups splats by, at most: fewer where there are fewer than 64³
+/// splats (the cube root of the count), so a sparse scene's cells still touch.
+const DENSE_CELLS: f64 = 64.0;
+/// The share of the splats a group of touching cells needs to count as scene, not floaters.
+const DENSE_SHARE: f64 = 0.02;
+
+/// The box around the dense scene, leaving out "likely floaters": small clusters of splats
+/// apart from it. The centres are binned in cubic cells (1/64 of their robust extent, the
+/// 2nd to 98th percentile, so a few far floaters do not coarsen the grid; coarser for fewer
+/// than 64³ splats); cells that touch
+/// (26 neighbours) form groups; the groups holding at least 2% of the splats (and the largest,
+/// always) are the scene, and the box is their splats' bounds. Floaters inside that box stay:
+/// it is a crop, previewed and undone like one. `None` for fewer than two splats with finite
+/// centres.
+#[must_use]
+pub fn dense_region(splats: &Splats) -> Option<CropBox> {
+    use std::collections::HashMap;
+    let centres: Vec<[f64; 3]> = splats
+        .means
+        .iter()
+        .filter(|m| m.iter().all(|v| v.is_finite()))
+        .map(|m| m.map(f64::from))
+        .collect();
+    if centres.len() < 2 {
+        return None;
+    }
+    let percentile = |axis: usize, q: f64| {
+        let mut values: Vec<f64> = centres.iter().map(|c| c[axis]).collect();
+        let at = ((values.len() - 1) as f64 * q).round() as usize;
+        *values.select_nth_unstable_by(at, f64::total_cmp).1
+    };
+    let extent = (0..3).map(|a| percentile(a, 0.98) - percentile(a, 0.02)).fold(0.0, f64::max);
+    let cells = DENSE_CELLS.min((centres.len() as f64).cbrt());
+    let cell_size = if extent > 0.0 { extent / cells } else { 1.0 };
+    let cell_of = |c: &[f64; 3]| c.map(|v| (v / cell_size).floor() as i64);
+    // Each occupied cell's number and splat count.
+    let mut numbers: HashMap<[i64; 3], usize> = HashMap::new();
+    let mut counts: Vec<usize> = Vec::new();
+    let splat_cells: Vec<usize> = centres
+        .iter()
+        .map(|c| {
+            let next = numbers.len();
+            let number = *numbers.entry(cell_of(c)).or_insert(next);
+            if number == counts.len() {
+                counts.push(0);
+            }
+            counts[number] += 1;
+            number
+        })
+        .collect();
+    // Union-find over touching cells.
+    let mut parent: Vec<usize> = (0..counts.len()).collect();
+    for (&cell, &number) in &numbers {
+        for dx in -1..=1 {
+            for dy in -1..=1 {
+                for dz in -1..=1 {
+                    let neighbour = [cell[0] + dx, cell[1] + dy, cell[2] + dz];
+                    if let Some(&other) = numbers.get(&neighbour) {
+                        let (a, b) = (root(&mut parent, number), root(&mut parent, other));
+                        // The smaller number roots: the same groups in any iteration order.
+                        parent[a.max(b)] = a.min(b);
+                    }
+                }
+            }
+        }
+    }
+    let mut group_counts = vec![0usize; counts.len()];
+    for (number, &count) in counts.iter().enumerate() {
+        group_counts[root(&mut parent, number)] += count;
+    }
+    let largest = group_counts.iter().copied().max().unwrap_or(0);
+    let needed = (DENSE_SHARE * centres.len() as f64).ceil() as usize;
+    let mut bounds = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
+    for (c, &number) in centres.iter().zip(&splat_cells) {
+        let group = group_counts[root(&mut parent, number)];
+        if group >= needed.min(largest) {
+            for (axis, &v) in c.iter().enumerate() {
+                bounds.0[axis] = bounds.0[axis].min(v);
+                bounds.1[axis] = bounds.1[axis].max(v);
+            }
+        }
+    }
+    // Rounded outwards, so every scene splat's f32 centre is inside.
+    let outward = |v: f64, up: bool| {
+        let f = v as f32;
+        match (up, f64::from(f) < v, f64::from(f) > v) {
+            (true, true, _) => f.next_up(),
+            (false, _, true) => f.next_down(),
+            _ => f,
+        }
+    };
+    Some(CropBox {
+        min: bounds.0.map(|v| outward(v, false)),
+        max: bounds.1.map(|v| outward(v, true)),
+    })
+}
+
+/// The root of `i`'s tree in a union-find forest, halving the path on the way.
+fn root(parent: &mut [usize], mut i: usize) -> usize {
+    while parent[i] != i {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    i
+}
+
 /// An opacity logit after the sigmoid, in f64 so that a logit and the floor compare the same
 /// way on every machine.
 fn opacity(logit: f32) -> f64 {
     1.0 / (1.0 + (-f64::from(logit)).exp())
+}
+
+/// A splat's largest axis in world units (its log-scales' largest, exponentiated), in f64.
+fn size(log_scales: [f32; 3]) -> f64 {
+    f64::from(log_scales[0].max(log_scales[1]).max(log_scales[2])).exp()
 }
 
 /// Keeps the splats whose `keep` is true, in order.
@@ -176,9 +346,13 @@ mod tests {
         let filter = Filter {
             crop_box: Some(CropBox { min: [0.5, -1.0, -1.0], max: [3.0, 1.0, 1.0] }),
             min_opacity: Some(0.4),
+            ..Filter::default()
         };
         let counts = filter.apply(&mut s);
-        assert_eq!(counts, Filtered { kept: 2, outside_box: 1, below_opacity: 1 });
+        assert_eq!(
+            counts,
+            Filtered { kept: 2, outside_box: 1, below_opacity: 1, ..Filtered::default() }
+        );
         assert_eq!(s.means, [[2.0, 0.0, 0.0], [3.0, 0.0, 0.0]]);
         assert_eq!(s.log_scales, [[2.0; 3], [3.0; 3]]);
         assert_eq!(s.rotations, [[1.0, 2.0, 0.0, 0.0], [1.0, 3.0, 0.0, 0.0]]);
@@ -195,11 +369,76 @@ mod tests {
         let mut s = scene();
         let on_faces = Filter {
             crop_box: Some(CropBox { min: [0.0, 0.0, 0.0], max: [3.0, 0.0, 0.0] }),
-            min_opacity: None,
+            ..Filter::default()
         };
         assert_eq!(on_faces.apply(&mut s).kept, 4);
         assert!(Filter::default().is_empty());
         assert_eq!(Filter::default().apply(&mut s), Filtered { kept: 4, ..Filtered::default() });
         assert_eq!(s, scene());
+    }
+
+    #[test]
+    fn a_sphere_and_a_size_limit_keep_what_they_say() {
+        // Centres at x = 0..3, sizes e^0..e^3.
+        let mut s = scene();
+        let filter = Filter {
+            crop_sphere: Some(CropSphere { center: [1.0, 0.0, 0.0], radius: 1.5 }),
+            max_size: Some(3.0),
+            ..Filter::default()
+        };
+        let counts = filter.apply(&mut s);
+        assert_eq!(
+            counts,
+            Filtered { kept: 2, outside_sphere: 1, above_size: 1, ..Filtered::default() }
+        );
+        assert_eq!(s.means, [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]);
+        // On the surface is inside.
+        assert!(CropSphere { center: [0.0; 3], radius: 3.0 }.contains([3.0, 0.0, 0.0]));
+        let parsed: CropSphere = " 1, 2,3, 0.5".parse().unwrap();
+        assert_eq!(parsed, CropSphere { center: [1.0, 2.0, 3.0], radius: 0.5 });
+        for bad in ["", "1,2,3", "1,2,3,4,5", "1,2,x,1", "0,0,0,inf"] {
+            assert!(bad.parse::<CropSphere>().unwrap_err().contains("four numbers"), "{bad}");
+        }
+        assert_eq!(
+            "0,0,0,0".parse::<CropSphere>().unwrap_err(),
+            "the crop sphere's radius (0) is not above 0"
+        );
+    }
+
+    /// A dense cube of splats and three small clusters away from it: the box is the cube's
+    /// bounds; a cluster touching the cube is part of the scene.
+    #[test]
+    fn the_dense_region_leaves_out_small_far_clusters() {
+        fn push(s: &mut Splats, m: [f32; 3]) {
+            s.means.push(m);
+            s.log_scales.push([0.0; 3]);
+            s.rotations.push([1.0, 0.0, 0.0, 0.0]);
+            s.opacity_logits.push(0.0);
+            s.sh_dc.push([0.0; 3]);
+        }
+        let mut s = Splats::with_capacity(0, 0);
+        let mut rng = crate::random::SplitMix64::new(7);
+        for _ in 0..5000 {
+            push(&mut s, [rng.next_f32(), rng.next_f32(), rng.next_f32()]);
+        }
+        for centre in [[5.0, 0.0, 0.0], [0.0, -4.0, 3.0], [-6.0, 6.0, -6.0]] {
+            for _ in 0..20 {
+                push(&mut s, std::array::from_fn(|a| centre[a] + 0.01 * rng.next_f32()));
+            }
+        }
+        let region = dense_region(&s).expect("a region");
+        for axis in 0..3 {
+            assert!(region.min[axis] >= 0.0 && region.min[axis] < 0.01, "{region}");
+            assert!(region.max[axis] <= 1.0 && region.max[axis] > 0.99, "{region}");
+        }
+        let mut kept = s.clone();
+        let counts = Filter { crop_box: Some(region), ..Filter::default() }.apply(&mut kept);
+        assert_eq!((counts.kept, counts.outside_box), (5000, 60));
+        // A cluster just past the cube's face touches it: scene, not floaters.
+        for _ in 0..20 {
+            push(&mut s, [1.0 + 0.01 * rng.next_f32(), 0.5, 0.5]);
+        }
+        assert!(dense_region(&s).expect("a region").max[0] > 1.0);
+        assert_eq!(dense_region(&Splats::with_capacity(0, 0)), None);
     }
 }

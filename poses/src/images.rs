@@ -101,12 +101,18 @@ pub(crate) fn camera_groups(
 }
 
 /// Cuts the image at `path` to `width`×`height` around its centre, in place.
+/// Keeps the image's exposure EXIF.
 fn crop_centred(path: &Path, width: u32, height: u32) -> Result<(), PosesError> {
-    let image = image::open(path)
+    let bytes = std::fs::read(path).map_err(|e| PosesError::io(path, e))?;
+    let image = image::load_from_memory(&bytes)
         .map_err(|e| PosesError::Image { path: path.to_path_buf(), message: e.to_string() })?;
+    let exif = exif::Reader::new()
+        .read_from_container(&mut Cursor::new(&bytes))
+        .ok()
+        .and_then(|exif| exposure_exif(exif.buf()));
     let (x, y) = ((image.width() - width) / 2, (image.height() - height) / 2);
     let png = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png"));
-    write_image(&image.crop_imm(x, y, width, height), path, png)
+    write_image(&image.crop_imm(x, y, width, height), path, png, exif)
 }
 
 /// The photos directly in `folder`, sorted by name.
@@ -172,25 +178,78 @@ pub(crate) fn prepare(source: &Path, images: &Path, max_size: u32) -> Result<Pre
             image =
                 image.resize_exact(out_width, out_height, image::imageops::FilterType::Triangle);
         }
-        write_image(&image, &target, format == Some(ImageFormat::Png))?;
+        let kept = exif.as_deref().and_then(exposure_exif);
+        write_image(&image, &target, format == Some(ImageFormat::Png), kept)?;
     }
     let focal_px =
         exif.and_then(|exif| focal_length_px(exif, (width, height), (out_width, out_height)));
     Ok(Prepared { name, width: out_width, height: out_height, focal_px })
 }
 
-fn write_image(image: &DynamicImage, target: &Path, png: bool) -> Result<(), PosesError> {
+/// Writes `image` as PNG or JPEG (quality 95) with the EXIF block `exif` (a TIFF stream).
+fn write_image(
+    image: &DynamicImage,
+    target: &Path,
+    png: bool,
+    exif: Option<Vec<u8>>,
+) -> Result<(), PosesError> {
+    use image::ImageEncoder;
     let file = std::fs::File::create(target).map_err(|e| PosesError::io(target, e))?;
     let mut writer = std::io::BufWriter::new(file);
+    // Both encoders take EXIF; were one not to, the photo goes without.
+    let with_exif = |encoder: &mut dyn ImageEncoder, exif: Option<Vec<u8>>| {
+        if let Some(exif) = exif {
+            let _ = encoder.set_exif_metadata(exif);
+        }
+    };
     let encoded = if png {
-        image.write_to(&mut writer, ImageFormat::Png)
+        let mut encoder = image::codecs::png::PngEncoder::new(&mut writer);
+        with_exif(&mut encoder, exif);
+        image.write_with_encoder(encoder)
     } else {
-        let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut writer, 95);
+        let mut encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut writer, 95);
+        with_exif(&mut encoder, exif);
         image.to_rgb8().write_with_encoder(encoder)
     };
     encoded
         .map_err(|e| PosesError::Image { path: target.to_path_buf(), message: e.to_string() })?;
     std::io::Write::flush(&mut writer).map_err(|e| PosesError::io(target, e))
+}
+
+/// The EXIF block a re-encoded photo keeps: its exposure (time, f-number, sensitivity: what
+/// per-view appearance starts from), as a TIFF stream; not its orientation (the pixels are
+/// upright now) nor anything else. `None` where the photo's EXIF says nothing of exposure.
+fn exposure_exif(exif: &[u8]) -> Option<Vec<u8>> {
+    use exif::{In, Tag};
+    // As the trainer reads it: what a flawed block holds still counts.
+    let exif = exif::Reader::new()
+        .continue_on_error(true)
+        .read_raw(exif.to_vec())
+        .or_else(|e| e.distill_partial_result(|_| {}))
+        .ok()?;
+    let fields: Vec<&exif::Field> = [
+        Tag::ExposureTime,
+        Tag::FNumber,
+        Tag::PhotographicSensitivity,
+        Tag::SensitivityType,
+        Tag::RecommendedExposureIndex,
+        Tag::ISOSpeed,
+        Tag::ShutterSpeedValue,
+        Tag::ApertureValue,
+    ]
+    .into_iter()
+    .filter_map(|tag| exif.get_field(tag, In::PRIMARY))
+    .collect();
+    if fields.is_empty() {
+        return None;
+    }
+    let mut writer = exif::experimental::Writer::new();
+    for field in &fields {
+        writer.push_field(field);
+    }
+    let mut tiff = std::io::Cursor::new(Vec::new());
+    writer.write(&mut tiff, false).ok()?;
+    Some(tiff.into_inner())
 }
 
 /// The focal length in pixels of the image as written (`written`, upright and resized) from
@@ -263,6 +322,66 @@ mod tests {
         out.extend(app1);
         out.extend(&jpeg[2..]);
         out
+    }
+
+    /// A turned photo, re-encoded upright, keeps its exposure's EXIF (time, f-number, ISO)
+    /// and loses its orientation; one without exposure tags is written without EXIF.
+    #[test]
+    fn a_turned_photo_keeps_its_exposure() {
+        use exif::{Field, In, Rational, Tag, Value};
+        let dir = scratch("exposure");
+        let stored = image::RgbImage::from_pixel(32, 24, image::Rgb([90, 120, 150]));
+        let fields = [
+            Field { tag: Tag::Orientation, ifd_num: In::PRIMARY, value: Value::Short(vec![6]) },
+            Field {
+                tag: Tag::ExposureTime,
+                ifd_num: In::PRIMARY,
+                value: Value::Rational(vec![Rational { num: 1, denom: 50 }]),
+            },
+            Field {
+                tag: Tag::FNumber,
+                ifd_num: In::PRIMARY,
+                value: Value::Rational(vec![Rational { num: 18, denom: 10 }]),
+            },
+            Field {
+                tag: Tag::PhotographicSensitivity,
+                ifd_num: In::PRIMARY,
+                value: Value::Short(vec![200]),
+            },
+        ];
+        let mut writer = exif::experimental::Writer::new();
+        for field in &fields {
+            writer.push_field(field);
+        }
+        let mut tiff = std::io::Cursor::new(Vec::new());
+        writer.write(&mut tiff, false).unwrap();
+        let mut jpeg = Vec::new();
+        let mut encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 95);
+        image::ImageEncoder::set_exif_metadata(&mut encoder, tiff.into_inner()).unwrap();
+        encoder.encode_image(&stored).unwrap();
+        std::fs::write(dir.join("phone.jpg"), jpeg).unwrap();
+        prepare(&dir.join("phone.jpg"), &dir.join("out"), 16).unwrap();
+        let written = std::fs::read(dir.join("out/phone.jpg")).unwrap();
+        let exif = exif::Reader::new()
+            .read_from_container(&mut std::io::Cursor::new(&written))
+            .expect("the exposure's EXIF");
+        let value = |tag: Tag| exif.get_field(tag, In::PRIMARY).map(|f| f.value.clone());
+        assert!(
+            matches!(value(Tag::ExposureTime), Some(Value::Rational(v)) if (v[0].num, v[0].denom) == (1, 50))
+        );
+        assert!(
+            matches!(value(Tag::FNumber), Some(Value::Rational(v)) if (v[0].num, v[0].denom) == (18, 10))
+        );
+        assert_eq!(value(Tag::PhotographicSensitivity).and_then(|v| v.get_uint(0)), Some(200));
+        assert!(value(Tag::Orientation).is_none(), "the pixels are upright now");
+        // Orientation alone: nothing about exposure to keep.
+        std::fs::write(dir.join("plain.jpg"), jpeg_with_exif(&stored, 6, 26)).unwrap();
+        prepare(&dir.join("plain.jpg"), &dir.join("out"), 16).unwrap();
+        let written = std::fs::read(dir.join("out/plain.jpg")).unwrap();
+        assert!(
+            exif::Reader::new().read_from_container(&mut std::io::Cursor::new(&written)).is_err()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     fn scratch(name: &str) -> PathBuf {

@@ -970,6 +970,16 @@ fn render_uniform(
         _pad: [0; 3],
         keep_min: keep_min(&settings.keep),
         keep_max: keep_max(&settings.keep),
+        keep_sphere: settings.keep.crop_sphere.map_or([0.0, 0.0, 0.0, -1.0], |b| {
+            let [x, y, z] = b.center;
+            [x, y, z, b.radius * b.radius]
+        }),
+        keep_size: [
+            settings.keep.max_size.map_or(f32::MAX, |m| m.max(f32::MIN_POSITIVE).ln()),
+            0.0,
+            0.0,
+            0.0,
+        ],
     }
 }
 

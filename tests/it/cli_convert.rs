@@ -133,8 +133,9 @@ fn convert_with(input: &Path, output: &Path, filters: &[&str]) -> (bool, String)
 
 /// `convert --crop-box … --min-opacity …` on a scene someone else trained: the file holds
 /// exactly the splats whose centre is in the box and whose opacity reaches the floor, in their
-/// order and bit for bit (checked here against the rule computed from the input); a filter
-/// that keeps nothing, and a malformed one, are one line each and write nothing.
+/// order and bit for bit (checked here against the rule computed from the input); the same for
+/// `--crop-sphere … --max-size …`; a filter that keeps nothing, and a malformed one, are one
+/// line each and write nothing.
 #[test]
 fn convert_keeps_the_splats_in_the_crop_box_above_the_opacity_floor() {
     let dir = std::env::temp_dir().join(format!("splatforge-convert-crop-{}", std::process::id()));
@@ -182,9 +183,53 @@ fn convert_keeps_the_splats_in_the_crop_box_above_the_opacity_floor() {
     assert!(splats(&output) == expected, "the written splats are not the kept ones, bit for bit");
     assert!(stderr.contains(&format!("kept {} of {} splats", kept.len(), original.len())));
 
+    // A sphere around the box's centre and a size limit: what the rule keeps, in order.
+    let center: Vec<f32> = (0..3).map(|a| 0.5 * (lo[a] + hi[a])).collect();
+    let radius = 0.3 * (0..3).map(|a| hi[a] - lo[a]).fold(0.0, f32::max);
+    let size = |i: usize| {
+        let s = original.log_scales[i];
+        f64::from(s[0].max(s[1]).max(s[2])).exp()
+    };
+    let mut sizes: Vec<f64> = (0..original.len()).map(size).collect();
+    sizes.sort_by(f64::total_cmp);
+    let limit = sizes[sizes.len() * 3 / 4] as f32;
+    let sphere = format!("{},{},{},{radius}", center[0], center[1], center[2]);
+    let output = dir.join("sphere.ply");
+    let (ok, stderr) = convert_with(
+        &input,
+        &output,
+        &["--crop-sphere", &sphere, "--max-size", &limit.to_string()],
+    );
+    assert!(ok, "{stderr}");
+    let kept: Vec<[f32; 3]> = (0..original.len())
+        .filter(|&i| {
+            let m = original.means[i];
+            let d2: f64 = (0..3).map(|a| (f64::from(m[a]) - f64::from(center[a])).powi(2)).sum();
+            d2 <= f64::from(radius).powi(2) && size(i) <= f64::from(limit)
+        })
+        .map(|i| original.means[i])
+        .collect();
+    assert!(!kept.is_empty() && kept.len() < original.len() / 2, "{} kept", kept.len());
+    assert_eq!(splats(&output).means, kept);
+    assert!(stderr.contains("outside the sphere") && stderr.contains("larger than"), "{stderr}");
+
+    // --drop-floaters: the splats in the box around the dense scene, most of them.
+    let output = dir.join("dense.ply");
+    let (ok, stderr) = convert_with(&input, &output, &["--drop-floaters"]);
+    assert!(ok, "{stderr}");
+    let region = splat_trainer::formats::filter::dense_region(&original).expect("a region");
+    let kept: Vec<[f32; 3]> =
+        original.means.iter().copied().filter(|m| region.contains(*m)).collect();
+    assert!(kept.len() > original.len() * 9 / 10, "{} of {}", kept.len(), original.len());
+    assert_eq!(splats(&output).means, kept);
+    assert!(stderr.contains("outside the dense scene's box"), "{stderr}");
+
     let nothing = dir.join("nothing.ply");
     for (filters, words) in [
         (vec!["--crop-box", "1e6,1e6,1e6,2e6,2e6,2e6"], "no splat of"),
+        (vec!["--crop-sphere", "0,0,0"], "four numbers"),
+        (vec!["--crop-sphere", "0,0,0,-1"], "radius (-1) is not above 0"),
+        (vec!["--max-size", "0"], "a number above 0"),
         (vec!["--crop-box", "0,0,0,1,1"], "six numbers"),
         (vec!["--crop-box", "0,0,1,1,1,0"], "zmin (1) is above its zmax (0)"),
         (vec!["--min-opacity", "1.5"], "a number from 0 to 1"),

@@ -208,7 +208,11 @@ fn the_crop_keeps_what_convert_keeps(harness: &mut Harness<'static, SplatApp>, o
         v[v.len() / 2]
     };
     let crop_box = CropBox { min: [-100.0, median(1), -100.0], max: [median(0), 100.0, 100.0] };
-    harness.state_mut().set_crop(Filter { crop_box: Some(crop_box), min_opacity: Some(0.2) });
+    harness.state_mut().set_crop(Filter {
+        crop_box: Some(crop_box),
+        min_opacity: Some(0.2),
+        ..Filter::default()
+    });
     harness.get_by_label("Export PLY").click();
     let cropped_path =
         wait_for(harness, "the cropped export", 60, |s| s.exported.len() >= 4).exported[3].clone();

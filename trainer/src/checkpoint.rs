@@ -75,8 +75,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use splat_formats::Splats;
+use splat_formats::filter::{CropBox, CropSphere, Filter};
 use splat_render::ShPrecision;
 
+use crate::appearance::Compensation;
 use crate::dataset::{Dataset, LoadOptions};
 use crate::densify::{CompactConfig, DefaultConfig, McmcConfig, SplitRule, Strategy};
 use crate::loss::LossWeights;
@@ -123,6 +125,9 @@ pub struct DatasetIdentity {
 pub struct Checkpoint {
     pub snapshot: RunSnapshot,
     pub dataset: DatasetIdentity,
+    /// The window's crop when it was saved ([`Filter`]: what the view and exports keep; the
+    /// run trains every splat). Empty in files written before it, or without a crop.
+    pub crop: Filter,
 }
 
 /// Why a checkpoint could not be written or read.
@@ -318,7 +323,7 @@ pub fn write(checkpoint: &Checkpoint, out: &mut impl Write) -> Result<(), Checkp
         sections.push(v);
     }
     sections.push(&snapshot.optimizer.densify);
-    if snapshot.config.appearance {
+    if snapshot.config.appearance.is_on() {
         sections.push(&snapshot.optimizer.appearance);
     }
 
@@ -821,6 +826,7 @@ impl Arrays {
                 config: metadata.config.into(),
             },
             dataset: metadata.dataset.into(),
+            crop: metadata.crop.map(Filter::from).unwrap_or_default(),
         }
     }
 }
@@ -910,6 +916,50 @@ struct Metadata {
     sections: Vec<String>,
     dataset: DatasetDoc,
     config: ConfigDoc,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    crop: Option<CropDoc>,
+}
+
+/// [`Checkpoint::crop`]; each rule absent where the crop does not have it.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CropDoc {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    crop_box: Option<[[F32; 3]; 2]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    crop_sphere: Option<([F32; 3], F32)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    min_opacity: Option<F32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_size: Option<F32>,
+}
+
+impl From<&Filter> for CropDoc {
+    fn from(filter: &Filter) -> Self {
+        let Filter { crop_box, crop_sphere, min_opacity, max_size } = *filter;
+        Self {
+            crop_box: crop_box.map(|b| [b.min.map(F32), b.max.map(F32)]),
+            crop_sphere: crop_sphere.map(|s| (s.center.map(F32), F32(s.radius))),
+            min_opacity: min_opacity.map(F32),
+            max_size: max_size.map(F32),
+        }
+    }
+}
+
+impl From<CropDoc> for Filter {
+    fn from(doc: CropDoc) -> Self {
+        let CropDoc { crop_box, crop_sphere, min_opacity, max_size } = doc;
+        Self {
+            crop_box: crop_box
+                .map(|[min, max]| CropBox { min: min.map(|v| v.0), max: max.map(|v| v.0) }),
+            crop_sphere: crop_sphere.map(|(center, radius)| CropSphere {
+                center: center.map(|v| v.0),
+                radius: radius.0,
+            }),
+            min_opacity: min_opacity.map(|v| v.0),
+            max_size: max_size.map(|v| v.0),
+        }
+    }
 }
 
 impl Metadata {
@@ -926,9 +976,10 @@ impl Metadata {
                 .filter(|&peak| u64::from(peak) > snapshot.splats.len() as u64),
             sh_degree: snapshot.splats.sh_degree,
             moments,
-            sections: section_names(moments, snapshot.config.appearance),
+            sections: section_names(moments, snapshot.config.appearance.is_on()),
             dataset: DatasetDoc::from(&checkpoint.dataset),
             config: ConfigDoc::from(&snapshot.config),
+            crop: (!checkpoint.crop.is_empty()).then(|| CropDoc::from(&checkpoint.crop)),
         }
     }
 }
@@ -1107,7 +1158,7 @@ impl From<&TrainConfig> for ConfigDoc {
             loss_weights: loss_weights.into(),
             transparency: transparency.into(),
             progressive: [progressive.half_from, progressive.full_from],
-            appearance: *appearance,
+            appearance: appearance.is_on(),
         }
     }
 }
@@ -1144,7 +1195,7 @@ impl From<ConfigDoc> for TrainConfig {
             loss_weights: loss_weights.into(),
             transparency: transparency.into(),
             progressive: Progressive { half_from, full_from },
-            appearance,
+            appearance: if appearance { Compensation::On } else { Compensation::Off },
         }
     }
 }
@@ -1635,7 +1686,7 @@ mod tests {
             loss_weights: crate::loss::LossWeights::default(),
             transparency: Transparency::RandomBackground,
             progressive: Progressive::for_steps(10),
-            appearance: true,
+            appearance: Compensation::On,
         };
         let mut json = serde_json::to_value(ConfigDoc::from(&config)).expect("serialise");
         let written: ConfigDoc = serde_json::from_value(json.clone()).expect("read back");
@@ -1651,7 +1702,7 @@ mod tests {
         assert_eq!(old.transparency, Transparency::Composite);
         assert_eq!(old.sh_precision, ShPrecision::F32);
         assert_eq!(old.progressive, Progressive::OFF);
-        assert!(!old.appearance);
+        assert_eq!(old.appearance, Compensation::Off);
         let Strategy::Compact(compact) = old.strategy else { panic!("compact") };
         assert_eq!(compact.refine.split, SplitRule::Sampled);
     }

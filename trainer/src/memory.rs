@@ -799,7 +799,7 @@ impl MeasuredRun {
             loss_weights: LossWeights::default(),
             transparency: Transparency::default(),
             progressive: Progressive::OFF,
-            appearance: false,
+            appearance: crate::appearance::Compensation::Off,
         }
     }
 

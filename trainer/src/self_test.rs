@@ -530,7 +530,7 @@ fn check_training(
         loss_weights: LossWeights::default(),
         transparency: Transparency::default(),
         progressive: Progressive::OFF,
-        appearance: false,
+        appearance: crate::appearance::Compensation::Off,
     };
     let profiled = profile && ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY);
     let kernels = Arc::new(TrainKernels::new(ctx)?);

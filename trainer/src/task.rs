@@ -137,8 +137,14 @@ pub enum Command {
         up: Option<[f32; 3]>,
         keep: Filter,
     },
+    /// Find the box around the dense scene, leaving out likely floaters
+    /// ([`splat_formats::filter::dense_region`]); answered by [`Event::DenseRegion`].
+    FindDenseRegion,
+    /// Save the run; `crop` (the window's) goes with it and comes back with
+    /// [`Event::Crop`] when the checkpoint is continued.
     SaveCheckpoint {
         path: PathBuf,
+        crop: Filter,
     },
     /// Continue a saved run on the loaded dataset (it must be the same dataset); the run
     /// comes back paused.
@@ -195,6 +201,14 @@ pub enum Event {
     Memory(LedgerSnapshot),
     Exported(PathBuf),
     CheckpointSaved(PathBuf),
+    /// The crop a continued checkpoint was saved with (empty where it had none).
+    Crop(Filter),
+    /// [`Command::FindDenseRegion`]'s box, and how many of the splats are outside it.
+    DenseRegion {
+        region: splat_formats::filter::CropBox,
+        outside: usize,
+        splats: usize,
+    },
     Warning(String),
     Error(String),
     /// A run could not go on (a GPU error, out of memory, a device lost) and was torn down;
@@ -579,7 +593,8 @@ impl Task {
                 None => self.warn("no run to extend").await,
             },
             Command::Export { path, up, keep } => self.export(&path, up, keep).await,
-            Command::SaveCheckpoint { path } => self.save_checkpoint(&path).await,
+            Command::SaveCheckpoint { path, crop } => self.save_checkpoint(&path, crop).await,
+            Command::FindDenseRegion => self.find_dense_region().await,
             Command::LoadCheckpoint { path } => self.load_checkpoint(&path).await,
             Command::Ping { id } => self.emit(Event::Pong { id }).await,
             Command::SetMemoryBudget { bytes } => self.memory_budget = bytes,
@@ -702,7 +717,13 @@ impl Task {
                 return;
             }
         };
-        let Some((config, placement)) = self.fit_budget(&dataset, config).await else {
+        let requested = config.appearance;
+        let mut config = config.clone();
+        config.appearance = requested.resolve(&dataset.train);
+        if let Some(note) = appearance_note(&dataset, &config) {
+            self.warn(note).await;
+        }
+        let Some((config, placement)) = self.fit_budget(&dataset, &config).await else {
             return;
         };
         let config = &config;
@@ -718,7 +739,8 @@ impl Task {
         };
         let owner = Owner::Run(self.next_run);
         self.next_run += 1;
-        self.last_config = Some(config.clone());
+        // A new run decides auto again, on whatever dataset it has then.
+        self.last_config = Some(TrainConfig { appearance: requested, ..config.clone() });
         self.ctx.ledger().reset_peak();
         let started =
             upload_from_points(&self.ctx, &points, config.sh_degree, config.sh_precision, owner)
@@ -771,7 +793,7 @@ impl Task {
         let RunPlan { shape, placement, max_splats, cap } = model.plan_run(
             dataset,
             config.max_splats,
-            (config.sh_degree, config.sh_precision, config.appearance),
+            (config.sh_degree, config.sh_precision, config.appearance.is_on()),
             self.memory_budget,
             Some(&limits),
         );
@@ -1099,7 +1121,29 @@ impl Task {
         }
     }
 
-    async fn save_checkpoint(&mut self, path: &Path) {
+    async fn find_dense_region(&mut self) {
+        let splats = match (self.trainer.as_ref(), self.kept.as_ref()) {
+            (Some(trainer), _) => trainer.splats_async().await.map_err(|e| e.to_string()),
+            (None, Some((_, splats))) => Ok(splats.clone()),
+            (None, None) => {
+                self.warn("no splats to look for floaters in: start a run first").await;
+                return;
+            }
+        };
+        match splats {
+            Ok(splats) => match splat_formats::filter::dense_region(&splats) {
+                Some(region) => {
+                    let outside = splats.means.iter().filter(|m| !region.contains(**m)).count();
+                    let splats = splats.len();
+                    self.emit(Event::DenseRegion { region, outside, splats }).await;
+                }
+                None => self.warn("too few splats to tell floaters from the scene").await,
+            },
+            Err(e) => self.error(format!("reading the splats failed: {e}")).await,
+        }
+    }
+
+    async fn save_checkpoint(&mut self, path: &Path, crop: Filter) {
         let (Some(trainer), Some(dataset)) = (self.trainer.as_ref(), self.dataset.as_ref()) else {
             self.warn("nothing to checkpoint: no run").await;
             return;
@@ -1112,7 +1156,7 @@ impl Task {
         .and_then(|snapshot| {
             let step = snapshot.step;
             let checkpoint =
-                Checkpoint { snapshot, dataset: checkpoint::dataset_identity(dataset) };
+                Checkpoint { snapshot, dataset: checkpoint::dataset_identity(dataset), crop };
             checkpoint::save(path, &checkpoint).map(|()| (run, step)).map_err(|e| e.to_string())
         });
         match result {
@@ -1161,12 +1205,13 @@ impl Task {
         let owner = Owner::Run(self.next_run);
         self.next_run += 1;
         let config = checkpoint.snapshot.config.clone();
+        let crop = checkpoint.crop;
         let saved = &checkpoint.snapshot.config;
         let placement = MemoryModel::default()
             .plan_run(
                 &dataset,
                 saved.max_splats,
-                (saved.sh_degree, saved.sh_precision, saved.appearance),
+                (saved.sh_degree, saved.sh_precision, saved.appearance.is_on()),
                 self.memory_budget,
                 Some(&self.ctx.device.limits()),
             )
@@ -1188,6 +1233,7 @@ impl Task {
         ) {
             Ok(mut trainer) => {
                 self.last_config = Some(config);
+                self.emit(Event::Crop(crop)).await;
                 let paused = trainer.pause_async().await;
                 self.emit(Event::RunStarted {
                     run: self.next_run - 1,
@@ -1359,4 +1405,24 @@ fn run_id(owner: Owner) -> u64 {
         Owner::Run(id) => id,
         _ => 0,
     }
+}
+
+/// What a run about to start should say of its per-view appearance, where the photos' EXIF
+/// speaks: that it turned compensation on, or that it is off although their exposures differ.
+fn appearance_note(dataset: &Dataset, config: &TrainConfig) -> Option<String> {
+    let spread = crate::appearance::exif_spread_stops(&dataset.train)?;
+    if spread < crate::appearance::AUTO_SPREAD_STOPS {
+        return None;
+    }
+    Some(if config.appearance.is_on() {
+        format!(
+            "per-view appearance is on: the train photos' EXIF exposures span {spread:.1} stops; \
+             each view's colour transform starts from its exposure"
+        )
+    } else {
+        format!(
+            "the train photos' EXIF exposures span {spread:.1} stops, and per-view appearance \
+             is off: their brightness differences go into the splats"
+        )
+    })
 }

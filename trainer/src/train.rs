@@ -22,7 +22,7 @@ use splat_render::{
     RenderSettings, Renderer, ShPrecision, wgpu,
 };
 
-use crate::appearance::{AppearanceKernels, AppearanceState, AppearanceStep};
+use crate::appearance::{AppearanceKernels, AppearanceState, AppearanceStep, Compensation};
 use crate::dataset::{Dataset, View};
 use crate::densify::{Densifier, RefineInputs, RefineStats, Strategy, TrainState};
 use crate::loss::{
@@ -133,8 +133,9 @@ pub struct TrainConfig {
     /// Coarse-to-fine: the steps on smaller images at the start of the run.
     pub progressive: Progressive,
     /// Per-view appearance compensation: each train view's render seen through its own
-    /// learned colour transform before the loss ([`crate::appearance`]).
-    pub appearance: bool,
+    /// learned colour transform before the loss ([`crate::appearance`]). A run decides
+    /// [`Compensation::Auto`] from its dataset when it starts.
+    pub appearance: Compensation,
 }
 
 /// Coarse-to-fine training: the steps before `half_from` train on images shrunk four times
@@ -819,6 +820,13 @@ impl Trainer {
                 ),
             });
         }
+        let mut config = config;
+        config.appearance = config.appearance.resolve(&dataset.train);
+        let mut optimizer = optimizer;
+        if config.appearance.is_on() && optimizer.appearance.is_empty() {
+            // A fresh run: the transforms start from the views' EXIF exposure where it has one.
+            optimizer.appearance = crate::appearance::exif_seed(&dataset.train);
+        }
         let mut trainer = Self {
             placement,
             begun: None,
@@ -999,7 +1007,8 @@ impl Trainer {
             Run::Paused(splats, host) => {
                 let restored =
                     restore_optimizer(&self.ctx, splats, &host, self.owner).and_then(|state| {
-                        let appearance = self.config.appearance.then_some(&host.appearance[..]);
+                        let appearance =
+                            self.config.appearance.is_on().then_some(&host.appearance[..]);
                         let scratch = Box::new(StepScratch::new(
                             &self.ctx,
                             &self.kernels,
@@ -1328,7 +1337,7 @@ impl Trainer {
                 Some(appearance) => appearance.download(&self.ctx).await?,
                 None => return Ok(None),
             },
-            Some(Run::Paused(_, host)) if self.config.appearance => host.appearance.clone(),
+            Some(Run::Paused(_, host)) if self.config.appearance.is_on() => host.appearance.clone(),
             _ => return Ok(None),
         };
         let names: Vec<String> = self.dataset.train.iter().map(|v| v.name.clone()).collect();
@@ -1564,6 +1573,7 @@ mod tests {
             image,
             mask: Some(mask),
             alpha: Some(alpha),
+            exposure: crate::dataset::Exposure::default(),
         }
     }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use glam::Vec3;
+use splat_trainer::appearance::Compensation;
 use splat_trainer::dataset::{Dataset, LoadOptions};
 use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::loss::LossWeights;
@@ -74,7 +75,7 @@ pub struct Settings {
     /// Coarse to fine ([`Progressive::for_steps`]).
     pub progressive: bool,
     /// Per-view appearance compensation (`TrainConfig::appearance`).
-    pub appearance: bool,
+    pub appearance: Compensation,
     pub eval_every: u32,
     pub memory_budget_mib: u64,
     pub seed: u64,
@@ -360,7 +361,7 @@ impl SplatApp {
             transparency: Transparency::default(),
             // Measured: 5-9% faster, 0.17-0.31 dB lower (BENCHMARKS.md).
             progressive: false,
-            appearance: false,
+            appearance: Compensation::Auto,
             eval_every: 500,
             memory_budget_mib: args.memory_budget.unwrap_or(budget.bytes) >> 20,
             seed: 0,
@@ -615,10 +616,33 @@ impl SplatApp {
         }
     }
 
+    /// "Hide likely floaters": asks the task for the box around the dense scene, which
+    /// becomes the crop's box when it comes (an undo step of its own).
+    pub fn hide_likely_floaters(&mut self) {
+        self.send(Command::FindDenseRegion);
+    }
+
+    /// The answer to [`SplatApp::hide_likely_floaters`]: the crop's box becomes the dense
+    /// scene's.
+    fn crop_to_dense_region(
+        &mut self,
+        region: splat_trainer::formats::filter::CropBox,
+        outside: usize,
+        splats: usize,
+    ) {
+        let keep = self.crop.keep();
+        self.crop
+            .restore(splat_trainer::formats::filter::Filter { crop_box: Some(region), ..keep });
+        self.info(format!(
+            "Likely floaters: {outside} of {splats} splats are outside the dense scene's box \
+             and now hidden (Undo shows them)"
+        ));
+    }
+
     /// Ctrl+S: a checkpoint into the exports folder.
     pub fn save_checkpoint(&mut self) {
         match self.output_path("ckpt") {
-            Some(path) => self.send(Command::SaveCheckpoint { path }),
+            Some(path) => self.send(Command::SaveCheckpoint { path, crop: self.crop.keep() }),
             None => self.warning("Nothing to save: start a run first."),
         }
     }
@@ -853,6 +877,10 @@ impl SplatApp {
                 self.info(format!("Saved checkpoint {}", path.display()));
                 self.checkpoints.push(path);
             }
+            Event::Crop(crop) => self.crop.restore(crop),
+            Event::DenseRegion { region, outside, splats } => {
+                self.crop_to_dense_region(region, outside, splats);
+            }
             Event::Warning(message) => self.warning(message),
             Event::RunFailed { run, message, kept, .. } => {
                 self.kept = kept.map(|step| (run, step));
@@ -879,7 +907,7 @@ impl SplatApp {
                 self.send(Command::Export { path, up: self.export_up(), keep: self.crop.keep() });
             }
             FileEvent::SaveTo(SaveKind::Checkpoint, path) => {
-                self.send(Command::SaveCheckpoint { path });
+                self.send(Command::SaveCheckpoint { path, crop: self.crop.keep() });
             }
             FileEvent::SaveTo(SaveKind::SelfTestReport, path) => {
                 let json = self.self_test_json.take().unwrap_or_default();
@@ -996,7 +1024,8 @@ impl SplatApp {
         let model = MemoryModel::default();
         let budget = self.settings.budget_bytes();
         // The task also caps by the device's binding limits; the budget is what the user sets.
-        let sh = (self.settings.sh_degree, self.settings.sh_precision, self.settings.appearance);
+        let appearance = self.settings.appearance.resolve(&dataset.train).is_on();
+        let sh = (self.settings.sh_degree, self.settings.sh_precision, appearance);
         let shape = model.plan_run(dataset, self.settings.max_splats, sh, budget, None).shape;
         let peak = model.predict(&shape).peak_bytes;
         let fits = model.max_splats_for_budget(budget, &shape);
@@ -1022,7 +1051,8 @@ impl SplatApp {
         let run = self.run.as_ref()?;
         let splats = run.last?.splats;
         let dataset = &self.dataset.as_ref()?.dataset;
-        let views = if self.settings.appearance { dataset.train.len() as u32 } else { 0 };
+        let appearance = self.settings.appearance.resolve(&dataset.train).is_on();
+        let views = if appearance { dataset.train.len() as u32 } else { 0 };
         let shape = RunShape::for_dataset(dataset, u64::from(splats), self.settings.sh_degree)
             .with_precision(self.settings.sh_precision)
             .with_appearance(views);

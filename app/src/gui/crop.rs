@@ -1,15 +1,17 @@
-//! The crop: which splats the view and the exports keep — a box and an opacity floor
-//! ([`Filter`], the rule `convert --crop-box --min-opacity` applies) — with undo and redo.
+//! The crop: which splats the view and the exports keep — a box, a sphere, an opacity floor
+//! and a size limit ([`Filter`], the rule `convert --crop-box --crop-sphere --min-opacity
+//! --max-size` applies) — with undo and redo.
 //!
 //! Non-destructive: hidden splats stay in the run and go on training (the loss still sees
 //! them, so the picture the run learns does not change); the viewer culls them at the
 //! projection (`RenderSettings::keep`) and an export leaves them out (the same filter on the
-//! CPU, before levelling). The crop lives in the window: checkpoints do not hold it.
+//! CPU, before levelling). A checkpoint the window saves holds the crop, and continuing it
+//! brings the crop back.
 
 use std::time::{Duration, Instant};
 
 use glam::Vec3;
-use splat_trainer::formats::filter::{CropBox, Filter};
+use splat_trainer::formats::filter::{CropBox, CropSphere, Filter};
 
 /// Edits closer together than this are one step of undo (a drag is many edits).
 const COALESCE: Duration = Duration::from_millis(600);
@@ -49,6 +51,12 @@ impl Crop {
         self.recorded = Some(now);
         self.redo.clear();
         self.keep = keep;
+    }
+
+    /// Sets the crop as an undo step of its own (a continued checkpoint's crop).
+    pub fn restore(&mut self, keep: Filter) {
+        self.recorded = None;
+        self.set(keep);
     }
 
     pub fn undo(&mut self) {
@@ -111,6 +119,46 @@ impl Crop {
                 }
             }
         }
+        let mut sphered = keep.crop_sphere.is_some();
+        if ui
+            .checkbox(&mut sphered, "Sphere")
+            .on_hover_text("Keep only the splats whose centre is inside the sphere")
+            .changed()
+        {
+            keep.crop_sphere =
+                sphered.then(|| CropSphere { center: center.to_array(), radius: radius.max(1e-3) });
+        }
+        if let Some(sphere) = keep.crop_sphere.as_mut() {
+            let speed = f64::from(radius.max(1e-3)) / 200.0;
+            ui.horizontal(|ui| {
+                for (axis, value) in ["x", "y", "z"].iter().zip(sphere.center.iter_mut()) {
+                    ui.add(egui::DragValue::new(value).speed(speed).prefix(format!("{axis} ")));
+                }
+                ui.add(
+                    egui::DragValue::new(&mut sphere.radius)
+                        .speed(speed)
+                        .range(1e-4..=f32::MAX)
+                        .prefix("r "),
+                );
+            });
+        }
+        ui.horizontal(|ui| {
+            let mut limited = keep.max_size.is_some();
+            if ui
+                .checkbox(&mut limited, "Size at most")
+                .on_hover_text(
+                    "Keep only the splats whose largest axis is at most this (scene units): \
+                     drops the huge faint splats behind a scene",
+                )
+                .changed()
+            {
+                keep.max_size = limited.then_some(radius.max(1e-3) / 10.0);
+            }
+            if let Some(size) = keep.max_size.as_mut() {
+                let most = radius.max(1e-3) * 2.0;
+                ui.add(egui::Slider::new(size, most * 1e-4..=most).logarithmic(true));
+            }
+        });
         ui.horizontal(|ui| {
             let mut floored = keep.min_opacity.is_some();
             if ui.checkbox(&mut floored, "Opacity at least").changed() {
@@ -130,8 +178,7 @@ impl Crop {
             }
             if ui.add_enabled(!self.keep.is_empty(), egui::Button::new("Show all")).clicked() {
                 // A step of its own, never joined to the edit before it.
-                self.recorded = None;
-                self.set(Filter::default());
+                self.restore(Filter::default());
             }
         });
         ui.label(
@@ -149,7 +196,7 @@ mod tests {
     use super::*;
 
     fn floor(m: f32) -> Filter {
-        Filter { crop_box: None, min_opacity: Some(m) }
+        Filter { min_opacity: Some(m), ..Filter::default() }
     }
 
     #[test]

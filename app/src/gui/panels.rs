@@ -2,6 +2,7 @@
 
 use egui::{Color32, Key, KeyboardShortcut, Modifiers, RichText, Sense, Vec2};
 use egui_plot::{Legend, Line, Plot, PlotPoints};
+use splat_trainer::appearance::Compensation;
 use splat_trainer::render::{Category, Owner, ShPrecision};
 use splat_trainer::task::TaskState;
 use splat_trainer::train::{DEFAULT_ALPHA_LOSS_WEIGHT, Transparency};
@@ -249,6 +250,16 @@ impl SplatApp {
             _ => None,
         };
         self.crop.ui(ui, focus);
+        if ui
+            .add_enabled(self.run.is_some(), egui::Button::new("Hide likely floaters"))
+            .on_hover_text(
+                "Sets the crop box around the dense scene: small clusters of splats apart \
+                 from it are hidden (Undo shows them again)",
+            )
+            .clicked()
+        {
+            self.hide_likely_floaters();
+        }
     }
 
     fn dataset_section(&mut self, ui: &mut egui::Ui) {
@@ -978,15 +989,33 @@ fn progressive_row(ui: &mut egui::Ui, editable: bool, progressive: &mut bool) {
     ui.end_row();
 }
 
-/// The settings' per-view appearance row: its label and check box.
-fn appearance_row(ui: &mut egui::Ui, editable: bool, appearance: &mut bool) {
-    ui.label("Appearance");
-    ui.add_enabled(editable, egui::Checkbox::new(appearance, "Per-view exposure and colour"))
-        .on_hover_text(
-            "Learn a colour transform for each photo (exposure, white balance) that the loss \
-             sees the render through: for phone captures whose exposure or colour changes \
-             between photos. The splats, exports and evaluation stay untouched",
-        );
+/// The settings' per-view appearance row: its label and combo box.
+fn appearance_row(ui: &mut egui::Ui, editable: bool, appearance: &mut Compensation) {
+    let label = ui.label("Appearance");
+    let name = |c: Compensation| match c {
+        Compensation::Auto => "Auto (from EXIF)",
+        Compensation::On => "Per-view exposure and colour",
+        Compensation::Off => "Off",
+    };
+    ui.add_enabled_ui(editable, |ui| {
+        egui::ComboBox::from_id_salt("appearance")
+            .selected_text(name(*appearance))
+            .show_ui(ui, |ui| {
+                for choice in [Compensation::Auto, Compensation::On, Compensation::Off] {
+                    ui.selectable_value(appearance, choice, name(choice));
+                }
+            })
+            .response
+            .labelled_by(label.id)
+    })
+    .response
+    .on_hover_text(
+        "Learn a colour transform for each photo (exposure, white balance) that the loss sees \
+         the render through: for phone captures whose exposure or colour changes between \
+         photos. Each starts from its photo's EXIF exposure where every photo has one; Auto \
+         turns it on where those differ by a third of a stop or more. The splats, exports and \
+         evaluation stay untouched",
+    );
     ui.end_row();
 }
 

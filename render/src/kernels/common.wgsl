@@ -37,6 +37,10 @@ struct RenderUniform {
     // keep_max.xyz and opacity logits at least keep_min.w, when keep_max.w is 1.
     keep_min: vec4<f32>,
     keep_max: vec4<f32>,
+    // Centres within sqrt(keep_sphere.w) of keep_sphere.xyz (no sphere when w < 0), and the
+    // largest log-scale at most keep_size.x.
+    keep_sphere: vec4<f32>,
+    keep_size: vec4<f32>,
 }
 
 // One projected splat. Keep in sync with `PROJECTED_BYTES` in kernels/mod.rs (48 bytes).

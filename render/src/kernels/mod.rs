@@ -168,8 +168,12 @@ pub struct RenderUniform {
     /// keep_max.xyz` and opacity logits at least `keep_min.w`, when `keep_max.w` is 1.
     pub keep_min: [f32; 4],
     pub keep_max: [f32; 4],
+    /// Centres within `sqrt(keep_sphere.w)` of `keep_sphere.xyz` (no sphere when `w` < 0).
+    pub keep_sphere: [f32; 4],
+    /// Largest log-scale at most `keep_size[0]`; the rest is padding.
+    pub keep_size: [f32; 4],
 }
-const _: () = assert!(size_of::<RenderUniform>() == 208);
+const _: () = assert!(size_of::<RenderUniform>() == 240);
 
 /// Uniform of the intersection kernels. Keep in sync with intersect.wgsl.
 #[repr(C)]

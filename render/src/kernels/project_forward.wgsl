@@ -65,11 +65,16 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
 }
 
 // Whether splat `i` passes the frame's filter (RenderSettings::keep): everything when it is
-// off.
+// off. The CPU's filter (formats/src/filter.rs) decides the sphere and the size in f64; these
+// f32 tests can differ from it only for a splat within an ulp or so of the surface or limit.
 fn kept(i: u32) -> bool {
     if u.keep_max.w == 0.0 {
         return true;
     }
     let m = load3(i, 0u);
-    return all(m >= u.keep_min.xyz) && all(m <= u.keep_max.xyz) && opacities[i] >= u.keep_min.w;
+    let d = m - u.keep_sphere.xyz;
+    let s = load3(i, 1u);
+    return all(m >= u.keep_min.xyz) && all(m <= u.keep_max.xyz) && opacities[i] >= u.keep_min.w
+        && (u.keep_sphere.w < 0.0 || dot(d, d) <= u.keep_sphere.w)
+        && max(s.x, max(s.y, s.z)) <= u.keep_size.x;
 }

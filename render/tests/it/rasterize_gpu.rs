@@ -188,11 +188,11 @@ fn forward_matches_reference_on_real_scenes() {
 
 /// A frame drawn with `RenderSettings::keep` (the window's crop preview) is the frame of the
 /// splats the same filter keeps on the CPU (what an export writes): the culled splats are
-/// simply absent. Splats whose opacity is within a float's rounding of the floor may go
-/// either way; none of this scene's are.
+/// simply absent. Splats whose opacity, distance or size is within a float's rounding of the
+/// floor, surface or limit may go either way; none of this scene's are.
 #[test]
 fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
-    use splat_formats::filter::{CropBox, Filter};
+    use splat_formats::filter::{CropBox, CropSphere, Filter};
     let gpu = Gpu::new();
     let splats = real_scene("splats/inria-ply/lod4-tile-489.ply");
     let cam = look_at_scene(&splats, 96, 72);
@@ -203,10 +203,27 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
     };
     let crop_box =
         CropBox { min: [f32::MIN, median(1), f32::MIN], max: [median(0), f32::MAX, f32::MAX] };
+    let center = [median(0), median(1), median(2)];
+    let mut sizes: Vec<f32> =
+        splats.log_scales.iter().map(|s| s[0].max(s[1]).max(s[2]).exp()).collect();
+    sizes.sort_by(f32::total_cmp);
+    // A sphere around the centres' median holding about half of them, and the median size.
+    let mut distances: Vec<f32> = splats
+        .means
+        .iter()
+        .map(|m| (0..3).map(|a| (m[a] - center[a]).powi(2)).sum::<f32>().sqrt())
+        .collect();
+    distances.sort_by(f32::total_cmp);
+    // Limits halfway between two neighbours: no splat within rounding of either.
+    let between = |sorted: &[f32]| 0.5 * (sorted[sorted.len() / 2] + sorted[sorted.len() / 2 + 1]);
+    let radius = between(&distances);
+    let box_only = Filter { crop_box: Some(crop_box), ..Filter::default() };
     for keep in [
-        Filter { crop_box: Some(crop_box), min_opacity: None },
-        Filter { crop_box: None, min_opacity: Some(0.5) },
-        Filter { crop_box: Some(crop_box), min_opacity: Some(0.3) },
+        box_only,
+        Filter { min_opacity: Some(0.5), ..Filter::default() },
+        Filter { min_opacity: Some(0.3), ..box_only },
+        Filter { crop_sphere: Some(CropSphere { center, radius }), ..Filter::default() },
+        Filter { max_size: Some(between(&sizes)), ..Filter::default() },
     ] {
         let mut kept = splats.clone();
         let counts = keep.apply(&mut kept);

@@ -62,6 +62,92 @@ const EPS: f32 = 1e-15;
 const WORKGROUP: u32 = 256;
 const PIXEL_BYTES: u64 = 16;
 
+/// When a run compensates per-view appearance.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Compensation {
+    /// On where the train views' EXIF says their exposures differ by [`AUTO_SPREAD_STOPS`] or
+    /// more ([`Compensation::resolve`]), off otherwise: a capture's pixels alone do not say
+    /// whether its colours changed with the camera or with the view (BENCHMARKS.md: a phone
+    /// video's drift along its path, which the raw eval PSNR rewards).
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+/// The spread of the train views' EXIF exposure (largest less smallest, in stops) from which
+/// [`Compensation::Auto`] turns compensation on: a third of a stop, the smallest step a camera
+/// takes, a 26% change of the light.
+pub const AUTO_SPREAD_STOPS: f64 = 1.0 / 3.0;
+
+/// The exponent between a change of the light and the change of an 8-bit sRGB value it makes
+/// in the mid-tones (sRGB's curve is about a power of 1/2.2; a camera's tone curve differs, so
+/// EXIF gives a start, not the answer).
+pub const ENCODING_GAMMA: f64 = 2.2;
+
+impl Compensation {
+    /// `On` or `Off`: `Auto` decided by the train views' EXIF exposure.
+    #[must_use]
+    pub fn resolve(self, train: &[crate::dataset::View]) -> Self {
+        match self {
+            Self::Auto if exif_spread_stops(train).is_some_and(|s| s >= AUTO_SPREAD_STOPS) => {
+                Self::On
+            }
+            Self::Auto => Self::Off,
+            decided => decided,
+        }
+    }
+
+    /// True for `On` (`Auto` counts as off until it is resolved).
+    #[must_use]
+    pub fn is_on(self) -> bool {
+        self == Self::On
+    }
+
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::On => "on",
+            Self::Off => "off",
+        }
+    }
+}
+
+/// How far apart the train views' EXIF exposures are: the largest less the smallest, in
+/// stops; `None` where EXIF does not give it for every view.
+#[must_use]
+pub fn exif_spread_stops(train: &[crate::dataset::View]) -> Option<f64> {
+    let stops = exif_stops(train)?;
+    let (low, high) = stops.iter().fold((f64::MAX, f64::MIN), |(l, h), &s| (l.min(s), h.max(s)));
+    Some(high - low)
+}
+
+fn exif_stops(train: &[crate::dataset::View]) -> Option<Vec<f64>> {
+    let exposures: Vec<_> = train.iter().map(|v| v.exposure).collect();
+    crate::dataset::exposure::relative_stops(&exposures)
+}
+
+/// The transforms a fresh run starts from, as [`AppearanceState::download`] lays them out:
+/// each train view's exposure gain from its EXIF (`D = (g − 1)·I`, `g` the light's relative
+/// change through [`ENCODING_GAMMA`], scaled so the gains' mean is 1, as the step's recentring
+/// keeps it), zero moments. Empty (identities) where EXIF does not give every view's exposure.
+#[must_use]
+pub fn exif_seed(train: &[crate::dataset::View]) -> Vec<f32> {
+    let Some(stops) = exif_stops(train) else {
+        return Vec::new();
+    };
+    let gains: Vec<f64> = stops.iter().map(|s| (s / ENCODING_GAMMA).exp2()).collect();
+    let mean = gains.iter().sum::<f64>() / gains.len() as f64;
+    let mut values = vec![0.0_f32; train.len() * (PARAMS + MOMENTS)];
+    for (params, gain) in values.chunks_exact_mut(PARAMS).zip(&gains) {
+        for channel in 0..3 {
+            params[4 * channel] = (gain / mean - 1.0) as f32;
+        }
+    }
+    values
+}
+
 /// The learning rate at 0-based `step` of a run of `steps`.
 #[must_use]
 pub fn learning_rate(step: u32, steps: u32) -> f32 {

@@ -19,6 +19,7 @@
 mod colmap;
 pub mod distortion;
 mod error;
+pub mod exposure;
 mod images;
 mod intrinsics;
 mod source;
@@ -31,6 +32,7 @@ use glam::Vec3;
 use splat_formats::PointCloud;
 
 pub use error::DatasetError;
+pub use exposure::Exposure;
 pub use source::MAX_ZIP_ENTRY_BYTES;
 
 use source::DatasetSource;
@@ -78,6 +80,9 @@ pub struct View {
     /// over another colour (`image + (colour − background)·(1 − α)`) or to supervise the
     /// rendered alpha (`train::Transparency`). `None`: opaque.
     pub alpha: Option<image::GrayImage>,
+    /// What the image file's EXIF says about its exposure (nothing, for most datasets): per-view
+    /// appearance starts from it.
+    pub exposure: Exposure,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use super::distortion::{Distortion, Pinhole, undistort, undistort_alpha};
 use super::images;
 use super::intrinsics::IntrinsicsSpec;
 use super::source::DatasetSource;
-use super::{Camera, DatasetError, LoadOptions, View};
+use super::{Camera, DatasetError, Exposure, LoadOptions, View};
 
 /// Folder of per-image masks, at the dataset root.
 const MASKS_FOLDER: &str = "masks";
@@ -47,6 +47,7 @@ fn load_view(
 ) -> Result<View, DatasetError> {
     let file = || source.display(&pending.image_path);
     let bytes = source.read(&pending.image_path)?;
+    let exposure = Exposure::of_file(&bytes);
     let decoded =
         images::decode(&bytes, options.max_resolution, options.background, options.alpha_as_mask)
             .map_err(|message| DatasetError::Image { file: file(), message })?;
@@ -99,7 +100,7 @@ fn load_view(
         cy: intrinsics.cy as f32,
         world_from_camera: pending.world_from_camera,
     };
-    Ok(View { index: 0, name: pending.image_path, camera, image, mask, alpha })
+    Ok(View { index: 0, name: pending.image_path, camera, image, mask, alpha, exposure })
 }
 
 /// The mask of the image at `image_path`, if the dataset has one: in `masks/` beside the

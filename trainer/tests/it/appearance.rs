@@ -6,8 +6,11 @@
 use splat_render::gpu_splats::read_f32;
 use splat_render::{Owner, wgpu};
 use splat_trainer::appearance::{
-    AppearanceKernels, AppearanceState, AppearanceStep, MOMENTS, PARAMS, learning_rate, reference,
+    AppearanceKernels, AppearanceState, AppearanceStep, Compensation, MOMENTS, PARAMS,
+    learning_rate, reference,
 };
+
+use splat_trainer::dataset::Dataset;
 
 use crate::helpers::context;
 
@@ -187,7 +190,7 @@ fn appearance_undoes_per_view_exposure() {
     let init = splats_from_points(data.init_points.as_ref().unwrap(), 1);
     let ctx = context();
     let steps = 1000;
-    let eval = |appearance: bool, owner: u64| {
+    let eval = |appearance: Compensation, owner: u64| {
         let config = TrainConfig {
             seed: 3,
             sh_degree_interval: 100,
@@ -206,9 +209,85 @@ fn appearance_undoes_per_view_exposure() {
         assert_eq!(ctx.ledger().owner_bytes(Owner::Run(owner)), 0, "the run left memory behind");
         stats.psnr
     };
-    let off = eval(false, 1);
-    let on = eval(true, 2);
+    let off = eval(Compensation::Off, 1);
+    let on = eval(Compensation::On, 2);
     eprintln!("eval PSNR: compensation off {off:.2} dB, on {on:.2} dB");
     assert!(on > off + 2.0, "compensation off {off:.2} dB, on {on:.2} dB");
+    assert!(ctx.take_uncaptured_errors().is_empty());
+}
+
+/// Auto turns compensation on where the train photos' EXIF exposures span a third of a stop or
+/// more, and each view's transform starts at its exposure's gain (the light's change through
+/// sRGB's 1/2.2, scaled so the gains' mean is 1); below a third of a stop, or with one view
+/// unknown, auto stays off; a run told off stays off.
+#[test]
+fn exif_exposure_turns_compensation_on_and_seeds_it() {
+    use std::sync::Arc;
+
+    use splat_trainer::appearance::{AUTO_SPREAD_STOPS, ENCODING_GAMMA, exif_spread_stops};
+    use splat_trainer::dataset::Exposure;
+    use splat_trainer::densify::{CompactConfig, Strategy};
+    use splat_trainer::init::splats_from_points;
+    use splat_trainer::train::{TrainConfig, Trainer};
+
+    let ctx = context();
+    let statue = crate::helpers::desk_statue(32);
+    let init = splats_from_points(statue.init_points.as_ref().unwrap(), 1);
+    // Exposure times of 1/100 s times 2^(k/4): view k is k/4 stops brighter than view 0.
+    let with_times = |quarter_stops: f64, known: bool| {
+        let mut data = (*statue).clone();
+        for (k, view) in data.train.iter_mut().enumerate() {
+            view.exposure = Exposure {
+                time_s: (known || k > 0).then(|| 0.01 * (k as f64 * quarter_stops / 4.0).exp2()),
+                f_number: Some(2.8),
+                iso: Some(100.0),
+            };
+        }
+        Arc::new(data)
+    };
+    let run = |data: &Arc<Dataset>, appearance: Compensation, owner: u64| {
+        let config = TrainConfig {
+            appearance,
+            ..crate::helpers::test_config(10, Strategy::Compact(CompactConfig::default()))
+        };
+        let trainer =
+            Trainer::new(&ctx, Arc::clone(data), &init, config, Owner::Run(owner)).unwrap();
+        let decided = trainer.config().appearance;
+        let views = pollster::block_on(trainer.appearance_async()).unwrap();
+        drop(trainer);
+        ctx.wait_idle().unwrap();
+        assert_eq!(ctx.ledger().owner_bytes(Owner::Run(owner)), 0, "the run left memory behind");
+        (decided, views)
+    };
+    let views = statue.train.len();
+    let spread = with_times(1.0, true);
+    assert!((exif_spread_stops(&spread.train).unwrap() - (views - 1) as f64 / 4.0).abs() < 1e-9);
+    let (decided, transforms) = run(&spread, Compensation::Auto, 1);
+    assert_eq!(decided, Compensation::On);
+    let transforms = transforms.expect("on");
+    let gains: Vec<f64> = (0..views).map(|k| (k as f64 / 4.0 / ENCODING_GAMMA).exp2()).collect();
+    let mean = gains.iter().sum::<f64>() / views as f64;
+    for (transform, gain) in transforms.iter().zip(&gains) {
+        for (r, row) in transform.matrix.iter().enumerate() {
+            for (c, &value) in row.iter().enumerate() {
+                let want = if r == c { gain / mean } else { 0.0 };
+                assert!((f64::from(value) - want).abs() < 1e-6, "{transform:?} against {want}");
+            }
+        }
+        assert!(transform.offset.iter().all(|v| v.abs() < 1e-12), "{transform:?}");
+    }
+    assert_eq!(run(&spread, Compensation::Off, 2), (Compensation::Off, None));
+    // Views 0.01 stops apart: far under a third of a stop in all.
+    let close = with_times(0.04, true);
+    assert!(exif_spread_stops(&close.train).unwrap() < AUTO_SPREAD_STOPS);
+    assert_eq!(run(&close, Compensation::Auto, 3).0, Compensation::Off);
+    // One view's time unknown: its aperture and ISO say nothing of the others' times.
+    let unknown = with_times(1.0, false);
+    assert!(exif_spread_stops(&unknown.train).unwrap() < 1e-9);
+    assert_eq!(run(&unknown, Compensation::Auto, 4).0, Compensation::Off);
+    // On by request with no EXIF: identities.
+    let (decided, transforms) = run(&statue, Compensation::On, 5);
+    assert_eq!(decided, Compensation::On);
+    assert!(transforms.unwrap().iter().all(|t| t.stops().abs() < 1e-12));
     assert!(ctx.take_uncaptured_errors().is_empty());
 }

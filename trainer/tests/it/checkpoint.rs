@@ -137,7 +137,7 @@ fn random_config(rng: &mut Rng, mcmc: bool) -> TrainConfig {
             _ => Transparency::AlphaLoss(rng.f32_not_nan()),
         },
         progressive: Progressive { half_from: rng.u32(), full_from: rng.u32() },
-        appearance: false,
+        appearance: splat_trainer::appearance::Compensation::Off,
     }
 }
 
@@ -193,6 +193,7 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
                 alpha_as_mask: rng.below(2) == 1,
             }),
         },
+        crop: splat_formats::filter::Filter::default(),
     };
     // Half with per-view appearance: its section of transforms and their moments (of a few
     // views: the file does not tie its length to the dataset's views; resuming does). Drawn
@@ -200,9 +201,22 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
     if rng.below(2) == 1 {
         let views = rng.below(4) as usize;
         let snapshot = &mut checkpoint.snapshot;
-        snapshot.config.appearance = true;
+        snapshot.config.appearance = splat_trainer::appearance::Compensation::On;
         snapshot.optimizer.appearance =
             rng.floats(views * (appearance::PARAMS + appearance::MOMENTS));
+    }
+    // Half with a crop, each of its rules there or not (drawn after the rest, likewise).
+    if rng.below(2) == 1 {
+        use splat_formats::filter::{CropBox, CropSphere};
+        let mut three = || [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()];
+        let (min, max, center) = (three(), three(), three());
+        checkpoint.crop = splat_formats::filter::Filter {
+            crop_box: (rng.below(2) == 1).then_some(CropBox { min, max }),
+            crop_sphere: (rng.below(2) == 1)
+                .then(|| CropSphere { center, radius: rng.f32_not_nan() }),
+            min_opacity: (rng.below(2) == 1).then(|| rng.f32_not_nan()),
+            max_size: (rng.below(2) == 1).then(|| rng.f32_not_nan()),
+        };
     }
     checkpoint
 }
@@ -242,6 +256,7 @@ fn assert_bit_exact(read: &Checkpoint, written: &Checkpoint) {
     assert_eq!((a.step, a.rng, &a.order, a.peak_splats), (b.step, b.rng, &b.order, b.peak_splats));
     assert_eq!(format!("{:?}", a.config), format!("{:?}", b.config));
     assert_eq!(read.dataset, written.dataset);
+    assert_eq!(format!("{:?}", read.crop), format!("{:?}", written.crop));
 }
 
 fn root(result: Result<Checkpoint, CheckpointError>) -> CheckpointError {

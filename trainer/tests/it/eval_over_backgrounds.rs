@@ -59,7 +59,7 @@ fn measure_eval_psnr_over_backgrounds() {
                 loss_weights: LossWeights::default(),
                 transparency: Transparency::Composite,
                 progressive: Progressive::OFF,
-                appearance: false,
+                appearance: splat_trainer::appearance::Compensation::Off,
             };
             let snapshot = RunSnapshot {
                 step: splats.sh_degree,

@@ -48,7 +48,7 @@ fn config(steps: u32, max_splats: u32) -> TrainConfig {
         loss_weights: LossWeights::default(),
         transparency: Transparency::default(),
         progressive: Progressive::OFF,
-        appearance: false,
+        appearance: splat_trainer::appearance::Compensation::Off,
     }
 }
 
@@ -221,7 +221,8 @@ fn a_lost_device_ends_the_run_in_words_and_the_checkpoint_stays() {
     until(&task, |e| matches!(e, Event::Step(s) if s.step >= 5));
     let checkpoint =
         std::env::temp_dir().join(format!("splatforge-faults-{}.ckpt", std::process::id()));
-    task.send(Command::SaveCheckpoint { path: checkpoint.clone() }).unwrap();
+    task.send(Command::SaveCheckpoint { path: checkpoint.clone(), crop: Filter::default() })
+        .unwrap();
     until(&task, |e| matches!(e, Event::CheckpointSaved(_)));
     // What a driver reset or a hung GPU does to a device: it is lost.
     ctx.device.destroy();

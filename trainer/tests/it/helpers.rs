@@ -40,7 +40,7 @@ pub fn test_config(steps: u32, strategy: Strategy) -> TrainConfig {
         loss_weights: LossWeights::default(),
         transparency: Transparency::default(),
         progressive: Progressive::OFF,
-        appearance: false,
+        appearance: splat_trainer::appearance::Compensation::Off,
     }
 }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use splat_render::{Category, Owner, ShPrecision};
-use splat_trainer::appearance::{MOMENTS, PARAMS};
+use splat_trainer::appearance::{Compensation, MOMENTS, PARAMS};
 use splat_trainer::densify::{CompactConfig, DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
 use splat_trainer::train::{RunSnapshot, TrainConfig, Trainer};
@@ -56,7 +56,8 @@ fn pause_resume_and_snapshots_continue_exactly_with(precision: ShPrecision, appe
     let data = desk_statue(48);
     let init = splats_from_points(data.init_points.as_ref().unwrap(), 1);
     let ctx = context();
-    let config = || TrainConfig { appearance, ..config(precision) };
+    let appearance_mode = if appearance { Compensation::On } else { Compensation::Off };
+    let config = || TrainConfig { appearance: appearance_mode, ..config(precision) };
 
     // The uninterrupted run. Training is bit-reproducible (no float atomics), so an
     // interrupted run must match it exactly.

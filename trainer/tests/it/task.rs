@@ -2,7 +2,7 @@
 //! command sequences that must not panic, deadlock or leak.
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
-use splat_formats::filter::Filter;
+use splat_formats::filter::{CropSphere, Filter};
 use splat_render::{LedgerSnapshot, Owner};
 use splat_test_support::{data, own_process, rss_bytes};
 use splat_trainer::dataset::LoadOptions;
@@ -87,7 +87,20 @@ fn a_run_goes_through_the_states_and_leaves_nothing() {
         let expected = [a[0], -a[2], a[1]];
         assert!((0..3).all(|k| (b[k] - expected[k]).abs() < 1e-5), "{a:?} → {b:?}");
     }
-    task.send(Command::SaveCheckpoint { path: dir.join("run.ckpt") }).unwrap();
+    // Likely floaters: the box around the dense scene holds most of the run's splats.
+    task.send(Command::FindDenseRegion).unwrap();
+    let events = until(&task, |e| matches!(e, Event::DenseRegion { .. } | Event::Error(_)));
+    let Some(Event::DenseRegion { region, outside, splats }) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert!(*splats > 0 && *outside < *splats / 2, "{outside} of {splats} outside {region}");
+    // The window's crop goes with the checkpoint and comes back when it is continued.
+    let crop = Filter {
+        crop_sphere: Some(CropSphere { center: [0.1, -0.2, 0.3], radius: 2.5 }),
+        max_size: Some(0.25),
+        ..Filter::default()
+    };
+    task.send(Command::SaveCheckpoint { path: dir.join("run.ckpt"), crop }).unwrap();
     let events = until(&task, |e| matches!(e, Event::CheckpointSaved(_) | Event::Error(_)));
     assert!(matches!(events.last(), Some(Event::CheckpointSaved(_))), "{events:?}");
     // The viewer slot holds a copy of the paused run's splats, owned by the viewer.
@@ -119,6 +132,7 @@ fn a_run_goes_through_the_states_and_leaves_nothing() {
         _ => None,
     });
     assert_eq!(reloaded, Some(40), "{events:?}");
+    assert!(events.contains(&Event::Crop(crop)), "{events:?}");
     task.send(Command::Resume).unwrap();
     until(&task, |e| matches!(e, Event::Step(_)));
     task.shutdown();
@@ -219,7 +233,7 @@ fn random_commands_never_panic_deadlock_or_leak() {
     };
     let mut state = TaskState::Empty;
     for round in 0..120_u64 {
-        let command = match next(14) {
+        let command = match next(15) {
             0 => load_desk(),
             1 => Command::LoadDataset {
                 path: data("splats/inria-ply/rtgs-16.ply"),
@@ -237,10 +251,11 @@ fn random_commands_never_panic_deadlock_or_leak() {
                 up: None,
                 keep: Filter::default(),
             },
-            11 => Command::SaveCheckpoint { path: dir.join("x.ckpt") },
+            11 => Command::SaveCheckpoint { path: dir.join("x.ckpt"), crop: Filter::default() },
             12 => Command::LoadCheckpoint {
                 path: dir.join(if next(2) == 0 { "x.ckpt" } else { "x.ply" }),
             },
+            13 => Command::FindDenseRegion,
             _ => Command::SetSteps { steps: next(50) as u32 },
         };
         task.send(command.clone()).unwrap();
