@@ -6,8 +6,11 @@
 //! loss compares the view's image with its render seen through it:
 //!
 //! ```text
-//! c' = (I + D)·c + b        D: 3×3, b: 3; 12 parameters a view, zero at the start
+//! c' = (I + D)·c + b        D: 3×3, b: 3; 12 parameters a view
 //! ```
+//!
+//! zero at the start, or each view's exposure relative to the others' where every photo's
+//! EXIF gives one ([`exif_seed`]); [`Compensation::Auto`] turns it on where those differ.
 //!
 //! (an exposure gain is `D = (g − 1)·I`, a white balance a diagonal `D`, a colour cast `b`; the
 //! per-image affine transform of INRIA 3DGS's `--train_test_exp`). Alpha passes through. The
@@ -102,15 +105,6 @@ impl Compensation {
     #[must_use]
     pub fn is_on(self) -> bool {
         self == Self::On
-    }
-
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::On => "on",
-            Self::Off => "off",
-        }
     }
 }
 
