@@ -90,6 +90,8 @@ impl Crop {
     pub fn ui(&mut self, ui: &mut egui::Ui, focus: Option<(Vec3, f32)>) {
         let mut keep = self.keep;
         let (center, radius) = focus.unwrap_or((Vec3::ZERO, 1.0));
+        // A drag of 200 pixels moves an edge by the scene's radius.
+        let speed = f64::from(radius.max(1e-3)) / 200.0;
         let mut boxed = keep.crop_box.is_some();
         if ui
             .checkbox(&mut boxed, "Box")
@@ -102,7 +104,6 @@ impl Crop {
             });
         }
         if let Some(crop_box) = keep.crop_box.as_mut() {
-            let speed = f64::from(radius.max(1e-3)) / 200.0;
             egui::Grid::new("crop box").num_columns(4).show(ui, |ui| {
                 for (name, corner) in [("min", &mut crop_box.min), ("max", &mut crop_box.max)] {
                     ui.label(name);
@@ -129,7 +130,6 @@ impl Crop {
                 sphered.then(|| CropSphere { center: center.to_array(), radius: radius.max(1e-3) });
         }
         if let Some(sphere) = keep.crop_sphere.as_mut() {
-            let speed = f64::from(radius.max(1e-3)) / 200.0;
             ui.horizontal(|ui| {
                 for (axis, value) in ["x", "y", "z"].iter().zip(sphere.center.iter_mut()) {
                     ui.add(egui::DragValue::new(value).speed(speed).prefix(format!("{axis} ")));
