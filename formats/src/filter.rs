@@ -23,19 +23,22 @@ impl CropBox {
     }
 }
 
+/// Exactly `count` finite numbers separated by commas, or `None`.
+fn finite_numbers(text: &str, count: usize) -> Option<Vec<f32>> {
+    text.split(',')
+        .map(|v| v.trim().parse::<f32>().ok().filter(|v| v.is_finite()))
+        .collect::<Option<Vec<f32>>>()
+        .filter(|values| values.len() == count)
+}
+
 /// `xmin,ymin,zmin,xmax,ymax,zmax`: six finite numbers, each min at most its max.
 impl FromStr for CropBox {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let values: Vec<f32> = text
-            .split(',')
-            .map(|v| v.trim().parse::<f32>().ok().filter(|v| v.is_finite()))
-            .collect::<Option<_>>()
-            .filter(|v: &Vec<f32>| v.len() == 6)
-            .ok_or_else(|| {
-                format!("a crop box is six numbers, xmin,ymin,zmin,xmax,ymax,zmax (got \"{text}\")")
-            })?;
+        let values = finite_numbers(text, 6).ok_or_else(|| {
+            format!("a crop box is six numbers, xmin,ymin,zmin,xmax,ymax,zmax (got \"{text}\")")
+        })?;
         let (min, max) = ([values[0], values[1], values[2]], [values[3], values[4], values[5]]);
         if let Some(axis) = (0..3).find(|&a| min[a] > max[a]) {
             let name = ["x", "y", "z"][axis];
@@ -79,14 +82,9 @@ impl FromStr for CropSphere {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let values: Vec<f32> = text
-            .split(',')
-            .map(|v| v.trim().parse::<f32>().ok().filter(|v| v.is_finite()))
-            .collect::<Option<_>>()
-            .filter(|v: &Vec<f32>| v.len() == 4)
-            .ok_or_else(|| {
-                format!("a crop sphere is four numbers, x,y,z,radius (got \"{text}\")")
-            })?;
+        let values = finite_numbers(text, 4).ok_or_else(|| {
+            format!("a crop sphere is four numbers, x,y,z,radius (got \"{text}\")")
+        })?;
         if values[3] <= 0.0 {
             return Err(format!("the crop sphere's radius ({}) is not above 0", values[3]));
         }
