@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 
 use splat_test_support::TempDir;
 
-use crate::helpers::error_lines;
+use crate::helpers::{error_lines, one_self_test_at_a_time};
 
 fn script(args: &[&str], out: &Path) -> Output {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -40,6 +40,7 @@ fn the_gpu_script_refuses_a_cpu_adapter_and_runs_every_step_with_allow_cpu() {
     }
 
     let out = temp.path().join("tiny");
+    let _alone = one_self_test_at_a_time();
     let ran = script(&["--allow-cpu", "--tiny"], &out);
     let stdout = String::from_utf8_lossy(&ran.stdout);
     assert!(ran.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&ran.stderr));

@@ -365,6 +365,7 @@ fn help_self_test_runs_on_the_windows_device() {
     for _ in 0..5 {
         harness.step();
     }
+    let _alone = crate::helpers::one_self_test_at_a_time();
     harness.get_by_label("Self-test").click();
     // On its own thread: the window keeps drawing meanwhile.
     let state = wait_for(&mut harness, "the self-test", 600, |s| s.self_test.is_some());
