@@ -199,6 +199,10 @@ enum Command {
         /// the scene's coordinates (bounds included).
         #[arg(long, allow_hyphen_values = true)]
         crop_box: Option<CropBox>,
+        /// Turn the crop box about its centre: x,y,z in degrees, about the scene's x axis,
+        /// then y, then z (the window's crop shows the box's turn this way).
+        #[arg(long, allow_hyphen_values = true, value_parser = splat_trainer::formats::filter::parse_turn)]
+        crop_box_turn: Option<[f32; 3]>,
         /// Leave out likely floaters: keep only the splats in the box around the dense scene
         /// (cells of splats that touch, groups of at least 2% of them; small clusters apart
         /// from it are dropped).
@@ -403,6 +407,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             input,
             output,
             crop_box,
+            crop_box_turn,
             crop_sphere,
             min_opacity,
             max_size,
@@ -415,6 +420,12 @@ fn run(command: Command) -> anyhow::Result<()> {
                 (None, Some(dataset)) => Some(convert_cmd::Level::FromDataset(dataset)),
                 (None, None) => None,
             };
+            anyhow::ensure!(
+                crop_box.is_some() || crop_box_turn.is_none(),
+                "--crop-box-turn turns a crop box: give --crop-box too"
+            );
+            let crop_box =
+                crop_box.map(|b| CropBox { turn: crop_box_turn.unwrap_or_default(), ..b });
             let filter = Filter { crop_box, crop_sphere, min_opacity, max_size };
             convert_cmd::run(&input, &output, &filter, drop_floaters, level.as_ref())
         }

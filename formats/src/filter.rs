@@ -7,20 +7,99 @@ use std::str::FromStr;
 
 use crate::Splats;
 
-/// An axis-aligned box in world coordinates; a splat is inside when its centre is (bounds
-/// included).
+/// A box in world coordinates: the axis-aligned box `min..=max`, turned about its centre by
+/// `turn`; a splat is inside when its centre is (the faces included).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CropBox {
     pub min: [f32; 3],
     pub max: [f32; 3],
+    /// Degrees the box is turned about its centre: about the world's x axis, then y, then z.
+    /// All zero: the box is axis-aligned.
+    pub turn: [f32; 3],
 }
 
 impl CropBox {
-    /// Whether `point` lies inside the box or on its faces.
+    /// The axis-aligned box `min..=max`.
+    #[must_use]
+    pub fn aligned(min: [f32; 3], max: [f32; 3]) -> Self {
+        Self { min, max, turn: [0.0; 3] }
+    }
+
+    #[must_use]
+    pub fn is_turned(&self) -> bool {
+        self.turn.iter().any(|&degrees| degrees != 0.0)
+    }
+
+    /// The box's centre, in f64.
+    #[must_use]
+    pub fn center(&self) -> [f64; 3] {
+        std::array::from_fn(|a| f64::midpoint(f64::from(self.min[a]), f64::from(self.max[a])))
+    }
+
+    /// The box's turn as a unit quaternion `[x, y, z, w]`: the rotation about x, then y,
+    /// then z (`qz · qy · qx`).
+    #[must_use]
+    pub fn quaternion(&self) -> [f64; 4] {
+        let half = self.turn.map(|d| f64::from(d).to_radians() / 2.0);
+        let (sx, cx) = half[0].sin_cos();
+        let (sy, cy) = half[1].sin_cos();
+        let (sz, cz) = half[2].sin_cos();
+        [
+            sx * cy * cz - cx * sy * sz,
+            cx * sy * cz + sx * cy * sz,
+            cx * cy * sz - sx * sy * cz,
+            cx * cy * cz + sx * sy * sz,
+        ]
+    }
+
+    /// The box's axes in world coordinates (the columns of its rotation), in f64.
+    #[must_use]
+    pub fn axes(&self) -> [[f64; 3]; 3] {
+        let [x, y, z, w] = self.quaternion();
+        [
+            [1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y + w * z), 2.0 * (x * z - w * y)],
+            [2.0 * (x * y - w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z + w * x)],
+            [2.0 * (x * z + w * y), 2.0 * (y * z - w * x), 1.0 - 2.0 * (x * x + y * y)],
+        ]
+    }
+
+    /// Whether `point` lies inside the box or on its faces (a turned box in f64, so every
+    /// machine agrees).
     #[must_use]
     pub fn contains(&self, point: [f32; 3]) -> bool {
-        (0..3).all(|axis| self.min[axis] <= point[axis] && point[axis] <= self.max[axis])
+        if !self.is_turned() {
+            return (0..3)
+                .all(|axis| self.min[axis] <= point[axis] && point[axis] <= self.max[axis]);
+        }
+        let center = self.center();
+        let d: [f64; 3] = std::array::from_fn(|a| f64::from(point[a]) - center[a]);
+        self.axes().iter().enumerate().all(|(a, axis)| {
+            let along = axis[0] * d[0] + axis[1] * d[1] + axis[2] * d[2];
+            along.abs() <= (f64::from(self.max[a]) - f64::from(self.min[a])) / 2.0
+        })
     }
+
+    /// The eight corners in world coordinates: bit 0 of the index picks max x, bit 1 max y,
+    /// bit 2 max z.
+    #[must_use]
+    pub fn corners(&self) -> [[f64; 3]; 8] {
+        let center = self.center();
+        let axes = self.axes();
+        std::array::from_fn(|i| {
+            let local: [f64; 3] = std::array::from_fn(|a| {
+                let end = if i >> a & 1 == 1 { self.max[a] } else { self.min[a] };
+                f64::from(end) - center[a]
+            });
+            std::array::from_fn(|w| center[w] + (0..3).map(|a| axes[a][w] * local[a]).sum::<f64>())
+        })
+    }
+}
+
+/// `x,y,z`: the degrees a crop box is turned about its centre (about x, then y, then z).
+pub fn parse_turn(text: &str) -> Result<[f32; 3], String> {
+    finite_numbers(text, 3).map(|v| [v[0], v[1], v[2]]).ok_or_else(|| {
+        format!("a crop box's turn is three angles in degrees, x,y,z (got \"{text}\")")
+    })
 }
 
 /// Exactly `count` finite numbers separated by commas, or `None`.
@@ -47,7 +126,7 @@ impl FromStr for CropBox {
                 min[axis], max[axis]
             ));
         }
-        Ok(Self { min, max })
+        Ok(Self::aligned(min, max))
     }
 }
 
@@ -55,7 +134,12 @@ impl fmt::Display for CropBox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let [a, b, c] = self.min;
         let [d, e, g] = self.max;
-        write!(f, "({a}, {b}, {c}) to ({d}, {e}, {g})")
+        write!(f, "({a}, {b}, {c}) to ({d}, {e}, {g})")?;
+        if self.is_turned() {
+            let [x, y, z] = self.turn;
+            write!(f, " turned {x}°, {y}°, {z}°")?;
+        }
+        Ok(())
     }
 }
 
@@ -254,10 +338,7 @@ pub fn dense_region(splats: &Splats) -> Option<CropBox> {
             _ => f,
         }
     };
-    Some(CropBox {
-        min: bounds.0.map(|v| outward(v, false)),
-        max: bounds.1.map(|v| outward(v, true)),
-    })
+    Some(CropBox::aligned(bounds.0.map(|v| outward(v, false)), bounds.1.map(|v| outward(v, true))))
 }
 
 /// The root of `i`'s tree in a union-find forest, halving the path on the way.
@@ -327,7 +408,7 @@ mod tests {
     #[test]
     fn a_crop_box_parses_from_six_numbers_and_refuses_anything_else() {
         let b: CropBox = "-1, -2,-3,1,2,3".parse().unwrap();
-        assert_eq!(b, CropBox { min: [-1.0, -2.0, -3.0], max: [1.0, 2.0, 3.0] });
+        assert_eq!(b, CropBox::aligned([-1.0, -2.0, -3.0], [1.0, 2.0, 3.0]));
         for bad in ["", "1,2,3", "1,2,3,4,5,6,7", "a,0,0,1,1,1", "0,0,0,1,1,inf", "0,0,0,1,NaN,1"] {
             let message = bad.parse::<CropBox>().unwrap_err();
             assert!(message.contains("six numbers"), "{bad}: {message}");
@@ -342,7 +423,7 @@ mod tests {
     fn the_filter_keeps_splats_inside_the_box_and_opaque_enough_in_order() {
         let mut s = scene();
         let filter = Filter {
-            crop_box: Some(CropBox { min: [0.5, -1.0, -1.0], max: [3.0, 1.0, 1.0] }),
+            crop_box: Some(CropBox::aligned([0.5, -1.0, -1.0], [3.0, 1.0, 1.0])),
             min_opacity: Some(0.4),
             ..Filter::default()
         };
@@ -366,13 +447,55 @@ mod tests {
     fn bounds_are_inside_and_an_empty_filter_keeps_everything() {
         let mut s = scene();
         let on_faces = Filter {
-            crop_box: Some(CropBox { min: [0.0, 0.0, 0.0], max: [3.0, 0.0, 0.0] }),
+            crop_box: Some(CropBox::aligned([0.0, 0.0, 0.0], [3.0, 0.0, 0.0])),
             ..Filter::default()
         };
         assert_eq!(on_faces.apply(&mut s).kept, 4);
         assert!(Filter::default().is_empty());
         assert_eq!(Filter::default().apply(&mut s), Filtered { kept: 4, ..Filtered::default() });
         assert_eq!(s, scene());
+    }
+
+    #[test]
+    fn a_turned_box_keeps_what_lies_inside_it_turned() {
+        // 4 × 2 × 2 around the origin, turned a quarter about z: long along y now.
+        let mut b = CropBox {
+            turn: [0.0, 0.0, 90.0],
+            ..CropBox::aligned([-2.0, -1.0, -1.0], [2.0, 1.0, 1.0])
+        };
+        assert!(b.contains([0.0, 1.9, 0.0]));
+        assert!(!b.contains([1.5, 0.0, 0.0]));
+        let axes = b.axes();
+        let near = |a: [f64; 3], e: [f64; 3]| (0..3).all(|i| (a[i] - e[i]).abs() < 1e-12);
+        assert!(near(axes[0], [0.0, 1.0, 0.0]), "{axes:?}");
+        assert!(near(axes[1], [-1.0, 0.0, 0.0]), "{axes:?}");
+        // About x first, then y, then z: x's quarter turn takes y to z, then z's leaves z.
+        b.turn = [90.0, 0.0, 90.0];
+        assert!(near(b.axes()[1], [0.0, 0.0, 1.0]), "{:?}", b.axes());
+        // Turned about its own centre, wherever that is; 45° puts (1.9, 1.9) near a corner
+        // out of a 2-wide box but (1.3, 1.3) inside.
+        let moved = CropBox {
+            turn: [0.0, 0.0, 45.0],
+            ..CropBox::aligned([8.0, -1.0, -1.0], [12.0, 1.0, 1.0])
+        };
+        assert!(moved.contains([11.3, 1.3, 0.0]));
+        assert!(!moved.contains([11.9, 1.9, 0.0]));
+        // The corners are the turned box's: each is on three faces.
+        for corner in moved.corners() {
+            let d: Vec<f64> = (0..3)
+                .map(|a| {
+                    let axis = moved.axes()[a];
+                    (0..3).map(|w| axis[w] * (corner[w] - moved.center()[w])).sum::<f64>()
+                })
+                .collect();
+            assert!((d[0].abs() - 2.0).abs() < 1e-9 && (d[1].abs() - 1.0).abs() < 1e-9, "{d:?}");
+        }
+        assert_eq!(
+            parse_turn(" 0, 30,-5").unwrap().map(f32::to_bits),
+            [0.0, 30.0, -5.0f32].map(f32::to_bits)
+        );
+        assert!(parse_turn("0,30").unwrap_err().contains("three angles"));
+        assert_eq!(moved.to_string(), "(8, -1, -1) to (12, 1, 1) turned 0°, 0°, 45°");
     }
 
     #[test]

@@ -976,10 +976,14 @@ fn render_uniform(
         }),
         keep_size: [
             settings.keep.max_size.map_or(f32::MAX, |m| m.max(f32::MIN_POSITIVE).ln()),
-            0.0,
+            f32::from(u8::from(settings.keep.crop_box.is_some_and(|b| b.is_turned()))),
             0.0,
             0.0,
         ],
+        keep_turn: settings
+            .keep
+            .crop_box
+            .map_or([0.0, 0.0, 0.0, 1.0], |b| b.quaternion().map(|v| v as f32)),
     }
 }
 

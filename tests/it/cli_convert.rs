@@ -232,6 +232,8 @@ fn convert_keeps_the_splats_in_the_crop_box_above_the_opacity_floor() {
         (vec!["--max-size", "0"], "a number above 0"),
         (vec!["--crop-box", "0,0,0,1,1"], "six numbers"),
         (vec!["--crop-box", "0,0,1,1,1,0"], "zmin (1) is above its zmax (0)"),
+        (vec!["--crop-box", "0,0,0,1,1,1", "--crop-box-turn", "0,1"], "three angles"),
+        (vec!["--crop-box-turn", "0,0,1"], "--crop-box"),
         (vec!["--min-opacity", "1.5"], "a number from 0 to 1"),
     ] {
         let (ok, stderr) = convert_with(&input, &nothing, &filters);
@@ -241,6 +243,43 @@ fn convert_keeps_the_splats_in_the_crop_box_above_the_opacity_floor() {
         assert!(lines[0].contains(words), "{stderr}");
         assert!(!nothing.exists(), "{filters:?} wrote a file");
     }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// `convert --crop-box … --crop-box-turn x,y,z`: the box turned about its centre keeps what
+/// the CPU rule (`CropBox::contains`, tested in f64) keeps, in order, and says the turn.
+#[test]
+fn convert_turns_the_crop_box_about_its_centre() {
+    let dir = std::env::temp_dir().join(format!("splatforge-convert-turn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = data("splats/inria-ply/lod4-tile-489.ply");
+    let original = splats(&input);
+    // The middle half of the scene's extent on each axis.
+    let (mut lo, mut hi) = ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3]);
+    for m in &original.means {
+        for axis in 0..3 {
+            lo[axis] = lo[axis].min(m[axis]);
+            hi[axis] = hi[axis].max(m[axis]);
+        }
+    }
+    let (min, max): (Vec<f32>, Vec<f32>) =
+        (0..3).map(|a| (lo[a] + 0.25 * (hi[a] - lo[a]), lo[a] + 0.75 * (hi[a] - lo[a]))).unzip();
+    let crop = format!("{},{},{},{},{},{}", min[0], min[1], min[2], max[0], max[1], max[2]);
+    let output = dir.join("turned.ply");
+    let (ok, stderr) =
+        convert_with(&input, &output, &["--crop-box", &crop, "--crop-box-turn", "25,-40,70"]);
+    assert!(ok, "{stderr}");
+    let turned = splat_trainer::formats::filter::CropBox {
+        turn: [25.0, -40.0, 70.0],
+        ..crop.parse().unwrap()
+    };
+    let kept: Vec<[f32; 3]> =
+        original.means.iter().copied().filter(|m| turned.contains(*m)).collect();
+    let aligned =
+        original.means.iter().filter(|m| (0..3).all(|a| min[a] <= m[a] && m[a] <= max[a]));
+    assert!(!kept.is_empty() && kept.len() != aligned.count(), "{} kept", kept.len());
+    assert_eq!(splats(&output).means, kept);
+    assert!(stderr.contains("turned 25°, -40°, 70°"), "{stderr}");
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -189,7 +189,8 @@ fn sample_scene_start_pause_new_run_export_and_checkpoint() {
 }
 
 /// The crop hides splats from the view and the exports without touching the run: an export
-/// holds exactly what `convert --crop-box --min-opacity` keeps of the whole scene. The run is
+/// holds exactly what `convert --crop-box --crop-box-turn --min-opacity` keeps of the whole
+/// scene, the box turned and one face dragged by its handle in the viewport. The run is
 /// finished (paused at its last step), so both exports are of the same splats.
 fn the_crop_keeps_what_convert_keeps(harness: &mut Harness<'static, SplatApp>, out: &Path) {
     harness.state_mut().set_level_exports(false);
@@ -202,27 +203,39 @@ fn the_crop_keeps_what_convert_keeps(harness: &mut Harness<'static, SplatApp>, o
     };
     let saved_whole = out.join("whole.ply");
     std::fs::copy(&whole_path, &saved_whole).expect("a copy of the export");
-    let median = |axis: usize| {
+    // A box around the scene's tenth to nine tenths on each axis, turned about y…
+    let quantile = |axis: usize, q: f32| {
         let mut v: Vec<f32> = whole.means.iter().map(|m| m[axis]).collect();
         v.sort_by(f32::total_cmp);
-        v[v.len() / 2]
+        v[((v.len() - 1) as f32 * q) as usize]
     };
-    let crop_box = CropBox { min: [-100.0, median(1), -100.0], max: [median(0), 100.0, 100.0] };
+    let crop_box = CropBox {
+        turn: [0.0, 25.0, 0.0],
+        ..CropBox::aligned(
+            [quantile(0, 0.1), quantile(1, 0.1), quantile(2, 0.1)],
+            [quantile(0, 0.9), quantile(1, 0.9), quantile(2, 0.9)],
+        )
+    };
     harness.state_mut().set_crop(Filter {
         crop_box: Some(crop_box),
         min_opacity: Some(0.2),
         ..Filter::default()
     });
+    // …and one of its faces dragged by its handle in the viewport: that face moves, the one
+    // across from it stays where it was on the screen (so the view did not orbit).
+    let crop_box = drag_a_face_handle(harness, crop_box);
     harness.get_by_label("Export PLY").click();
     let cropped_path =
         wait_for(harness, "the cropped export", 60, |s| s.exported.len() >= 4).exported[3].clone();
     let agreed = out.join("convert.ply");
     let [x0, y0, z0] = crop_box.min;
     let [x1, y1, z1] = crop_box.max;
+    let [tx, ty, tz] = crop_box.turn;
     let converted = std::process::Command::new(env!("CARGO_BIN_EXE_splatforge"))
         .arg("convert")
         .args([&saved_whole, &agreed])
         .arg(format!("--crop-box={x0},{y0},{z0},{x1},{y1},{z1}"))
+        .arg(format!("--crop-box-turn={tx},{ty},{tz}"))
         .args(["--min-opacity", "0.2"])
         .output()
         .expect("convert runs");
@@ -240,6 +253,44 @@ fn the_crop_keeps_what_convert_keeps(harness: &mut Harness<'static, SplatApp>, o
     );
     assert_eq!(cropped, load(&agreed), "the window's crop and convert's agree");
     assert_eq!(harness.state().ui_state().step, 40, "the crop did not touch the run");
+}
+
+/// Drags the first face handle of `before` that the viewport shows (with the face across
+/// from it) by 40 × 24 points; returns the box after it.
+fn drag_a_face_handle(harness: &mut Harness<'static, SplatApp>, before: CropBox) -> CropBox {
+    for _ in 0..3 {
+        harness.step();
+    }
+    let handles = harness.state().ui_state().crop_handles;
+    let at = |handles: &[(&str, [f32; 2])], name: &str| {
+        handles.iter().find(|(n, _)| *n == name).map(|(_, [x, y])| egui::pos2(*x, *y))
+    };
+    let (grabbed, across) =
+        [("box x max", "box x min"), ("box y max", "box y min"), ("box z max", "box z min")]
+            .into_iter()
+            .find(|(a, b)| at(&handles, a).is_some() && at(&handles, b).is_some())
+            .unwrap_or_else(|| {
+                panic!("no face of the box and the one across in view: {handles:?}")
+            });
+    let from = at(&handles, grabbed).expect("found above");
+    harness.hover_at(from);
+    harness.step();
+    harness.drag_at(from);
+    harness.step();
+    for k in 1..=4 {
+        harness.hover_at(from + egui::vec2(10.0, 6.0) * k as f32);
+        harness.step();
+    }
+    harness.drop_at(from + egui::vec2(40.0, 24.0));
+    harness.step();
+    let state = harness.state().ui_state();
+    let after = state.crop.crop_box.expect("the box is still there");
+    assert_ne!(after, before, "dragging {grabbed} changed nothing");
+    assert_eq!(after.turn.map(f32::to_bits), before.turn.map(f32::to_bits));
+    let stayed = at(&state.crop_handles, across).expect("the face across is still drawn");
+    let was = at(&handles, across).expect("found above");
+    assert!((stayed - was).length() < 0.5, "{across} moved from {was} to {stayed}");
+    after
 }
 
 /// The Turntable video button makes an .mp4 of the run (cropped as shown) in the exports

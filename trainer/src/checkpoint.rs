@@ -926,6 +926,9 @@ struct Metadata {
 struct CropDoc {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     crop_box: Option<[[F32; 3]; 2]>,
+    /// The box's turn in degrees (about x, then y, then z); absent when it is not turned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    crop_box_turn: Option<[F32; 3]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     crop_sphere: Option<([F32; 3], F32)>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -939,6 +942,7 @@ impl From<&Filter> for CropDoc {
         let Filter { crop_box, crop_sphere, min_opacity, max_size } = *filter;
         Self {
             crop_box: crop_box.map(|b| [b.min.map(F32), b.max.map(F32)]),
+            crop_box_turn: crop_box.filter(CropBox::is_turned).map(|b| b.turn.map(F32)),
             crop_sphere: crop_sphere.map(|s| (s.center.map(F32), F32(s.radius))),
             min_opacity: min_opacity.map(F32),
             max_size: max_size.map(F32),
@@ -948,10 +952,13 @@ impl From<&Filter> for CropDoc {
 
 impl From<CropDoc> for Filter {
     fn from(doc: CropDoc) -> Self {
-        let CropDoc { crop_box, crop_sphere, min_opacity, max_size } = doc;
+        let CropDoc { crop_box, crop_box_turn, crop_sphere, min_opacity, max_size } = doc;
         Self {
-            crop_box: crop_box
-                .map(|[min, max]| CropBox { min: min.map(|v| v.0), max: max.map(|v| v.0) }),
+            crop_box: crop_box.map(|[min, max]| CropBox {
+                min: min.map(|v| v.0),
+                max: max.map(|v| v.0),
+                turn: crop_box_turn.map_or([0.0; 3], |turn| turn.map(|v| v.0)),
+            }),
             crop_sphere: crop_sphere.map(|(center, radius)| CropSphere {
                 center: center.map(|v| v.0),
                 radius: radius.0,

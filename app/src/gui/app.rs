@@ -250,6 +250,11 @@ pub struct UiState {
     pub self_test: Option<bool>,
     /// The camera-pose window is shown (asking, running or failed).
     pub poses_window: bool,
+    /// What the view and the exports keep.
+    pub crop: splat_trainer::formats::filter::Filter,
+    /// The crop's handles in the viewport ("box x max", "sphere rim", …) and where they are,
+    /// in points.
+    pub crop_handles: Vec<(&'static str, [f32; 2])>,
 }
 
 pub struct SplatApp {
@@ -297,6 +302,8 @@ pub struct SplatApp {
     pub(super) ground_truth: Option<(usize, egui::TextureHandle)>,
     /// The camera the viewport asked the viewer for last.
     pub(super) requested_camera: Option<Camera>,
+    /// The crop's handles as the viewport last drew them: each one's name and place (points).
+    pub(super) crop_handles: Vec<(&'static str, [f32; 2])>,
     pub(super) start_when_loaded: bool,
     pub(super) panels: Panels,
     exported: Vec<PathBuf>,
@@ -401,6 +408,7 @@ impl SplatApp {
             render_scale: if software { 0.5 } else { 1.0 },
             ground_truth: None,
             requested_camera: None,
+            crop_handles: Vec::new(),
             start_when_loaded: args.start,
             panels: Panels { plots: true, log: true, memory: true },
             exported: Vec::new(),
@@ -1094,6 +1102,8 @@ impl SplatApp {
                 .is_some_and(|f| Some(f.camera) == self.requested_camera),
             self_test: self.self_test.as_ref().and_then(SelfTestWindow::passed),
             poses_window: self.poses.is_some(),
+            crop: self.crop.keep(),
+            crop_handles: self.crop_handles.clone(),
         }
     }
 

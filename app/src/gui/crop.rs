@@ -2,6 +2,8 @@
 //! and a size limit ([`Filter`], the rule `convert --crop-box --crop-sphere --min-opacity
 //! --max-size` applies) — with undo and redo.
 //!
+//! The box and the sphere have handles in the viewport too (`crop_handles`).
+//!
 //! Non-destructive: hidden splats stay in the run and go on training (the loss still sees
 //! them, so the picture the run learns does not change); the viewer culls them at the
 //! projection (`RenderSettings::keep`) and an export leaves them out (the same filter on the
@@ -98,27 +100,15 @@ impl Crop {
             .on_hover_text("Keep only the splats whose centre is inside the box")
             .changed()
         {
-            keep.crop_box = boxed.then(|| CropBox {
-                min: (center - Vec3::splat(radius)).to_array(),
-                max: (center + Vec3::splat(radius)).to_array(),
+            keep.crop_box = boxed.then(|| {
+                CropBox::aligned(
+                    (center - Vec3::splat(radius)).to_array(),
+                    (center + Vec3::splat(radius)).to_array(),
+                )
             });
         }
         if let Some(crop_box) = keep.crop_box.as_mut() {
-            egui::Grid::new("crop box").num_columns(4).show(ui, |ui| {
-                for (name, corner) in [("min", &mut crop_box.min), ("max", &mut crop_box.max)] {
-                    ui.label(name);
-                    for (axis, value) in ["x", "y", "z"].iter().zip(corner.iter_mut()) {
-                        ui.add(egui::DragValue::new(value).speed(speed).prefix(format!("{axis} ")));
-                    }
-                    ui.end_row();
-                }
-            });
-            // A box turned inside out keeps nothing: keep each min at most its max.
-            for axis in 0..3 {
-                if crop_box.min[axis] > crop_box.max[axis] {
-                    crop_box.max[axis] = crop_box.min[axis];
-                }
-            }
+            box_ui(ui, crop_box, speed);
         }
         let mut sphered = keep.crop_sphere.is_some();
         if ui
@@ -188,6 +178,39 @@ impl Crop {
             )
             .small(),
         );
+    }
+}
+
+/// The box's edges and turn, `speed` scene units a pixel of drag.
+fn box_ui(ui: &mut egui::Ui, crop_box: &mut CropBox, speed: f64) {
+    egui::Grid::new("crop box").num_columns(4).show(ui, |ui| {
+        for (name, corner) in [("min", &mut crop_box.min), ("max", &mut crop_box.max)] {
+            ui.label(name);
+            for (axis, value) in ["x", "y", "z"].iter().zip(corner.iter_mut()) {
+                ui.add(egui::DragValue::new(value).speed(speed).prefix(format!("{axis} ")));
+            }
+            ui.end_row();
+        }
+        ui.label("turn").on_hover_text(
+            "Degrees the box is turned about its centre: about x, then y, then z \
+             (convert --crop-box-turn)",
+        );
+        for (axis, value) in ["x", "y", "z"].iter().zip(crop_box.turn.iter_mut()) {
+            ui.add(
+                egui::DragValue::new(value)
+                    .speed(0.5)
+                    .range(-180.0..=180.0)
+                    .prefix(format!("{axis} "))
+                    .suffix("°"),
+            );
+        }
+        ui.end_row();
+    });
+    // A box turned inside out keeps nothing: keep each min at most its max.
+    for axis in 0..3 {
+        if crop_box.min[axis] > crop_box.max[axis] {
+            crop_box.max[axis] = crop_box.min[axis];
+        }
     }
 }
 

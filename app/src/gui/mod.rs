@@ -9,6 +9,7 @@
 
 mod app;
 mod crop;
+mod crop_handles;
 mod files;
 mod history;
 mod panels;

@@ -8,6 +8,7 @@ use splat_trainer::task::TaskState;
 use splat_trainer::train::{DEFAULT_ALPHA_LOSS_WEIGHT, Transparency};
 
 use super::app::{Level, RunInfo, SplatApp, StrategyChoice, ViewMode};
+use super::crop_handles;
 use super::files::{OpenKind, SaveKind};
 use super::viewer;
 use crate::human_bytes;
@@ -688,6 +689,14 @@ impl SplatApp {
             self.viewer.request(viewer::Request { source, camera, background: [0.0; 3], keep });
         }
         self.paint_frame(&ui.painter_at(rect), rect, pixels, nothing);
+        self.crop_handles.clear();
+        if let Some(camera) = self.requested_camera.filter(|_| !nothing) {
+            let center = glam::Vec2::new(rect.center().x, rect.center().y);
+            let screen = crop_handles::Screen { camera, center, pixels };
+            let keep =
+                crop_handles::ui(ui, rect, &self.crop.keep(), &screen, &mut self.crop_handles);
+            self.crop.set(keep);
+        }
         if let Some((texture, size)) = ground_truth {
             let gt_rect = egui::Rect::from_min_size(
                 rect.right_top(),

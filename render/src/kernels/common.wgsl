@@ -38,9 +38,11 @@ struct RenderUniform {
     keep_min: vec4<f32>,
     keep_max: vec4<f32>,
     // Centres within sqrt(keep_sphere.w) of keep_sphere.xyz (no sphere when w < 0), and the
-    // largest log-scale at most keep_size.x.
+    // largest log-scale at most keep_size.x. keep_size.y is 1 when the box is turned about
+    // its centre by the unit quaternion keep_turn (x, y, z, w).
     keep_sphere: vec4<f32>,
     keep_size: vec4<f32>,
+    keep_turn: vec4<f32>,
 }
 
 // One projected splat. Keep in sync with `PROJECTED_BYTES` in kernels/mod.rs (48 bytes).

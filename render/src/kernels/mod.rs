@@ -170,10 +170,15 @@ pub struct RenderUniform {
     pub keep_max: [f32; 4],
     /// Centres within `sqrt(keep_sphere.w)` of `keep_sphere.xyz` (no sphere when `w` < 0).
     pub keep_sphere: [f32; 4],
-    /// Largest log-scale at most `keep_size[0]`; the rest is padding.
+    /// Largest log-scale at most `keep_size[0]`; `keep_size[1]` is 1 when the box is turned
+    /// (`keep_turn`), else 0; the rest is padding.
     pub keep_size: [f32; 4],
+    /// A turned box's rotation about its centre, a unit quaternion `[x, y, z, w]`: centres
+    /// within `keep_min.xyz ..= keep_max.xyz` once turned back.
+    pub keep_turn: [f32; 4],
 }
-const _: () = assert!(size_of::<RenderUniform>() == 240);
+// The frame's uniforms sit 256 bytes apart (the least offset alignment WebGPU allows).
+const _: () = assert!(size_of::<RenderUniform>() == 256);
 
 /// Uniform of the intersection kernels. Keep in sync with intersect.wgsl.
 #[repr(C)]

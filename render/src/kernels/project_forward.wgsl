@@ -74,7 +74,24 @@ fn kept(i: u32) -> bool {
     let m = load3(i, 0u);
     let d = m - u.keep_sphere.xyz;
     let s = load3(i, 1u);
-    return all(m >= u.keep_min.xyz) && all(m <= u.keep_max.xyz) && opacities[i] >= u.keep_min.w
+    return in_box(m) && opacities[i] >= u.keep_min.w
         && (u.keep_sphere.w < 0.0 || dot(d, d) <= u.keep_sphere.w)
         && max(s.x, max(s.y, s.z)) <= u.keep_size.x;
+}
+
+// Whether centre `m` is inside the frame's crop box. A turned box turns `m` back about the
+// box's centre (by the conjugate of keep_turn) and tests it against the half extents; the CPU
+// does this in f64 (formats/src/filter.rs), so the two can differ only within an ulp or so of
+// a face.
+fn in_box(m: vec3<f32>) -> bool {
+    if u.keep_size.y == 0.0 {
+        return all(m >= u.keep_min.xyz) && all(m <= u.keep_max.xyz);
+    }
+    let center = 0.5 * u.keep_min.xyz + 0.5 * u.keep_max.xyz;
+    let half = 0.5 * u.keep_max.xyz - 0.5 * u.keep_min.xyz;
+    let v = m - center;
+    let q = -u.keep_turn.xyz;
+    let t = 2.0 * cross(q, v);
+    let local = v + u.keep_turn.w * t + cross(q, t);
+    return all(abs(local) <= half);
 }

@@ -189,7 +189,7 @@ fn forward_matches_reference_on_real_scenes() {
 /// A frame drawn with `RenderSettings::keep` (the window's crop preview) is the frame of the
 /// splats the same filter keeps on the CPU (what an export writes): the culled splats are
 /// simply absent. Splats whose opacity, distance or size is within a float's rounding of the
-/// floor, surface or limit may go either way; none of this scene's are.
+/// floor, surface, face or limit may go either way; none of this scene's are.
 #[test]
 fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
     use splat_formats::filter::{CropBox, CropSphere, Filter};
@@ -202,7 +202,7 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
         v[v.len() / 2]
     };
     let crop_box =
-        CropBox { min: [f32::MIN, median(1), f32::MIN], max: [median(0), f32::MAX, f32::MAX] };
+        CropBox::aligned([f32::MIN, median(1), f32::MIN], [median(0), f32::MAX, f32::MAX]);
     let center = [median(0), median(1), median(2)];
     let mut sizes: Vec<f32> =
         splats.log_scales.iter().map(|s| s[0].max(s[1]).max(s[2]).exp()).collect();
@@ -217,6 +217,10 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
     // Limits halfway between two neighbours: no splat within rounding of either.
     let between = |sorted: &[f32]| 0.5 * (sorted[sorted.len() / 2] + sorted[sorted.len() / 2 + 1]);
     let radius = between(&distances);
+    let turned = CropBox {
+        turn: [30.0, -20.0, 10.0],
+        ..CropBox::aligned(center.map(|c| c - radius), center.map(|c| c + radius))
+    };
     let box_only = Filter { crop_box: Some(crop_box), ..Filter::default() };
     for keep in [
         box_only,
@@ -224,6 +228,8 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
         Filter { min_opacity: Some(0.3), ..box_only },
         Filter { crop_sphere: Some(CropSphere { center, radius }), ..Filter::default() },
         Filter { max_size: Some(between(&sizes)), ..Filter::default() },
+        // A cube around the sphere, turned about each axis.
+        Filter { crop_box: Some(turned), ..Filter::default() },
     ] {
         let mut kept = splats.clone();
         let counts = keep.apply(&mut kept);
