@@ -72,6 +72,15 @@ pub fn along_path(
     let path: CameraPath = parsed
         .to_path()
         .with_context(|| format!("{}: not a usable camera path", file.display()))?;
+    path_cameras(&path, fps, (width, height))
+}
+
+/// The cameras along `path` at `fps`, both ends included.
+pub fn path_cameras(
+    path: &CameraPath,
+    fps: f64,
+    (width, height): (u32, u32),
+) -> anyhow::Result<Vec<Camera>> {
     let count = frame_count(f64::from(path.duration()), fps)? + 1;
     Ok((0..count)
         .map(|i| path.camera_at(path.start() + (i as f64 / fps) as f32, width, height))

@@ -314,6 +314,46 @@ fn a_turntable_video_is_made_with_progress(harness: &mut Harness<'static, SplatA
         .output()
         .expect("ffprobe runs");
     assert_eq!(String::from_utf8_lossy(&probe.stdout).trim(), "64,48,30");
+    a_path_video_follows_the_keyframes_placed_in_the_viewer(harness);
+}
+
+/// Two keyframes placed from two dataset cameras, 2 s apart: "Save path" writes the file
+/// `render --path` reads (the same two poses), and "Path video" films 2 s at 30 frames a
+/// second, both ends included: 61 frames, which ffprobe counts.
+fn a_path_video_follows_the_keyframes_placed_in_the_viewer(
+    harness: &mut Harness<'static, SplatApp>,
+) {
+    for camera in [0, 5] {
+        harness.state_mut().jump_to_camera(camera);
+        // Half a second of frames (a 60th each): two clicks closer would be a double click.
+        for _ in 0..30 {
+            harness.step();
+        }
+        harness.get_by_label("Add keyframe").click();
+        wait_for(harness, "the keyframe", 10, |s| s.keyframes == camera.min(1) + 1);
+    }
+    harness.get_by_label("Save path").click();
+    let saved = wait_for(harness, "the camera path", 10, |s| !s.camera_paths.is_empty());
+    let text = std::fs::read_to_string(&saved.camera_paths[0]).expect("the path file");
+    let file: splat_trainer::render::camera_path::PathFile =
+        serde_json::from_str(&text).expect("a camera path file");
+    let path = file.to_path().expect("a usable path");
+    assert_eq!(path.keyframes().len(), 2);
+    assert!((path.duration() - 2.0).abs() < 1e-6, "{}", path.duration());
+
+    harness.get_by_label("Path video").click();
+    let made =
+        wait_for(harness, "the path video", 300, |s| s.videos.len() >= 2 || !s.errors.is_empty());
+    assert!(made.errors.is_empty(), "{:?}", made.errors);
+    let video = &made.videos[1];
+    assert!(video.to_string_lossy().ends_with("-path.mp4"), "{}", video.display());
+    let probe = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-count_frames", "-select_streams", "v:0"])
+        .args(["-show_entries", "stream=nb_read_frames,width,height", "-of", "csv=p=0"])
+        .arg(video)
+        .output()
+        .expect("ffprobe runs");
+    assert_eq!(String::from_utf8_lossy(&probe.stdout).trim(), "64,48,61");
 }
 
 #[test]

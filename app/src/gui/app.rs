@@ -236,8 +236,12 @@ pub struct UiState {
     pub step: u32,
     pub viewing_file: Option<PathBuf>,
     pub exported: Vec<PathBuf>,
-    /// Turntable videos written from the window.
+    /// Turntable and path videos written from the window.
     pub videos: Vec<PathBuf>,
+    /// Camera path files saved from the window.
+    pub camera_paths: Vec<PathBuf>,
+    /// Keyframes placed in the viewer.
+    pub keyframes: usize,
     pub checkpoints: Vec<PathBuf>,
     pub errors: Vec<String>,
     /// The viewport has drawn splats (of the run or step given, or of a file).
@@ -255,6 +259,18 @@ pub struct UiState {
     /// The crop's handles in the viewport ("box x max", "sphere rim", …) and where they are,
     /// in points.
     pub crop_handles: Vec<(&'static str, [f32; 2])>,
+}
+
+/// What a video films: the splats, the scene's framing (centre, radius, up) and the file.
+type VideoSubject = (Arc<splat_trainer::render::GpuSplats>, (Vec3, f32, Vec3), PathBuf);
+
+/// How a video's camera moves.
+#[derive(Clone, Copy, Debug)]
+enum VideoMotion {
+    /// Once round the scene.
+    Turntable,
+    /// Along the keyframes placed in the viewer.
+    Path,
 }
 
 pub struct SplatApp {
@@ -278,6 +294,8 @@ pub struct SplatApp {
     /// A turntable video being made, and the length and size of the next.
     pub(super) video: Option<super::video_job::VideoJob>,
     pub(super) video_seconds: f64,
+    /// The camera path placed in the viewer.
+    pub(super) keyframes: super::keyframes::Keyframes,
     pub(super) video_size: (u32, u32),
     videos: Vec<PathBuf>,
     /// The budget the driver (or the host's memory) gives runs on this device, and why.
@@ -389,6 +407,7 @@ impl SplatApp {
             crop: super::crop::Crop::default(),
             video: None,
             video_seconds: 6.0,
+            keyframes: super::keyframes::Keyframes::default(),
             video_size: (1280, 720),
             videos: Vec::new(),
             default_budget: budget,
@@ -752,29 +771,25 @@ impl SplatApp {
     /// Starts a turntable video of what the viewport shows (the run's splats or a file's,
     /// with the crop) into the exports folder.
     pub fn start_turntable_video(&mut self) {
+        self.start_video(VideoMotion::Turntable);
+    }
+
+    /// Starts a video along the keyframes placed in the viewer (at least two), as
+    /// [`Self::start_turntable_video`] does.
+    pub fn start_path_video(&mut self) {
+        self.start_video(VideoMotion::Path);
+    }
+
+    fn start_video(&mut self, motion: VideoMotion) {
         if self.video.is_some() {
             return;
         }
-        let showing_file =
-            self.viewed_file.as_ref().filter(|_| self.show_file || self.run.is_none());
-        let (splats, framing, path) = if let Some(file) = showing_file {
-            let dir = self.out.clone().or_else(|| file.path.parent().map(Path::to_path_buf));
-            let stem = file.path.file_stem().map(|s| s.to_string_lossy().into_owned());
-            let (Some(dir), Some(stem)) = (dir, stem) else { return };
-            let (center, radius) = file.focus;
-            let framing = (center, radius, splat_trainer::render::view_controller::DEFAULT_UP);
-            (Arc::clone(&file.splats), framing, dir.join(format!("{stem}-turntable.mp4")))
-        } else {
-            let (Some(latest), Some(dataset), Some(path)) =
-                (self.task.viewer().latest(), self.dataset.as_ref(), self.output_path("mp4"))
-            else {
-                self.warning("Nothing to film: start a run or open a splat file first.");
-                return;
-            };
-            let framing = (dataset.focus.0, dataset.focus.1, dataset.up);
-            let name =
-                path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            (latest.splats, framing, path.with_file_name(format!("{name}-turntable.mp4")))
+        let suffix = match motion {
+            VideoMotion::Turntable => "turntable",
+            VideoMotion::Path => "path",
+        };
+        let Some((splats, framing, path)) = self.video_subject(&format!("{suffix}.mp4")) else {
+            return;
         };
         let path = unused_name(path);
         if let Some(dir) = path.parent()
@@ -783,12 +798,17 @@ impl SplatApp {
             self.error(format!("{}: cannot make the folder: {e}", dir.display()));
             return;
         }
-        let cameras = match crate::video::turntable(
-            framing,
-            self.video_seconds,
-            super::video_job::FPS,
-            self.video_size,
-        ) {
+        let fps = super::video_job::FPS;
+        let cameras = match motion {
+            VideoMotion::Turntable => {
+                crate::video::turntable(framing, self.video_seconds, fps, self.video_size)
+            }
+            VideoMotion::Path => match self.keyframes.path() {
+                Ok(camera_path) => crate::video::path_cameras(&camera_path, fps, self.video_size),
+                Err(e) => return self.warning(format!("No camera path: {e}.")),
+            },
+        };
+        let cameras = match cameras {
             Ok(cameras) => cameras,
             Err(e) => return self.error(format!("{e:#}")),
         };
@@ -797,6 +817,61 @@ impl SplatApp {
         match super::video_job::VideoJob::start(self.gpu.clone(), splats, cameras, settings, path) {
             Ok(job) => self.video = Some(job),
             Err(e) => self.error(format!("cannot start a thread for the video: {e}")),
+        }
+    }
+
+    /// What a video films (the splats the viewport shows: a file's, or the run's), the
+    /// scene's framing for a turntable, and the path `NAME-{suffix}` it goes to (beside the
+    /// file, or in the exports folder); `None`, with a warning, when nothing is shown.
+    fn video_subject(&mut self, suffix: &str) -> Option<VideoSubject> {
+        let showing_file =
+            self.viewed_file.as_ref().filter(|_| self.show_file || self.run.is_none());
+        if let Some(file) = showing_file {
+            let dir = self.out.clone().or_else(|| file.path.parent().map(Path::to_path_buf))?;
+            let stem = file.path.file_stem()?.to_string_lossy().into_owned();
+            let (center, radius) = file.focus;
+            let framing = (center, radius, splat_trainer::render::view_controller::DEFAULT_UP);
+            return Some((Arc::clone(&file.splats), framing, dir.join(format!("{stem}-{suffix}"))));
+        }
+        let (Some(latest), Some(dataset), Some(path)) =
+            (self.task.viewer().latest(), self.dataset.as_ref(), self.output_path("mp4"))
+        else {
+            self.warning("Nothing to film: start a run or open a splat file first.");
+            return None;
+        };
+        let framing = (dataset.focus.0, dataset.focus.1, dataset.up);
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        Some((latest.splats, framing, path.with_file_name(format!("{name}-{suffix}"))))
+    }
+
+    /// Adds a keyframe of the camera path where the viewport's camera is.
+    pub fn add_keyframe(&mut self) {
+        if let Some(camera) = self.requested_camera {
+            self.keyframes.add(&camera);
+            let (count, seconds) = (self.keyframes.len(), self.keyframes.duration());
+            self.info(format!("Keyframe {count} placed at {seconds} s."));
+        }
+    }
+
+    /// Writes the camera path to the exports folder as the file `render --path` reads.
+    pub fn save_camera_path(&mut self) {
+        let Some((_, _, path)) = self.video_subject("path.json") else { return };
+        let path = unused_name(path);
+        let written = self.keyframes.file_text().map_err(|e| e.to_string()).and_then(|text| {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+            }
+            std::fs::write(&path, text).map_err(|e| e.to_string())
+        });
+        match written {
+            Ok(()) => {
+                self.info(format!(
+                    "Camera path saved to {} (splatforge render SCENE --path FILE --out VIDEO.mp4).",
+                    path.display()
+                ));
+                self.keyframes.saved.push(path);
+            }
+            Err(e) => self.error(format!("{}: the camera path was not saved: {e}", path.display())),
         }
     }
 
@@ -833,6 +908,8 @@ impl SplatApp {
                 ));
                 self.loading = None;
                 self.history = History::default();
+                // A camera path is in its scene's coordinates.
+                self.keyframes.clear();
                 self.dataset = Some(LoadedDataset { path, dataset: dataset.0, up, focus });
                 self.show_file = false;
                 // The initial splats from the first camera, its image beside; moving the
@@ -972,6 +1049,7 @@ impl SplatApp {
                     self.view_mode = ViewMode::Free;
                     // The previous file's splats go when the viewer's next frame ends.
                     self.viewed_file = Some(ViewedFile { path, splats, focus });
+                    self.keyframes.clear();
                     self.show_file = true;
                 }
             },
@@ -1092,6 +1170,8 @@ impl SplatApp {
             viewing_file: self.viewed_file.as_ref().map(|f| f.path.clone()),
             exported: self.exported.clone(),
             videos: self.videos.clone(),
+            camera_paths: self.keyframes.saved.clone(),
+            keyframes: self.keyframes.len(),
             checkpoints: self.checkpoints.clone(),
             errors: self.errors.clone(),
             frame: self.viewer.frame().map(|f| f.run_step),

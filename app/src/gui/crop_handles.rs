@@ -3,27 +3,17 @@
 //! it to move the box across the view), and the sphere's outline with a handle at its centre
 //! and one on its rim (drag it to set the radius).
 //!
-//! The math is on the viewport's camera alone (`Screen`), so the tests check a drag without a
+//! The math is on the viewport's camera alone ([`Screen`]), so the tests check a drag without a
 //! window: a face dragged by the screen length of one scene unit along its normal moves by
 //! one unit, and the opposite face stays.
 
-use glam::{DVec3, Vec2, Vec3};
+use glam::{DVec3, Vec2};
 use splat_trainer::formats::filter::{CropBox, CropSphere, Filter};
-use splat_trainer::render::Camera;
+
+use super::screen::{NEAR, Screen};
 
 /// Screen radius of a handle, in points.
 const HANDLE: f32 = 6.0;
-/// The near plane, in scene units in front of the camera: nearer is not drawn.
-const NEAR: f32 = 1e-3;
-
-/// Where the viewport's camera puts the scene on the screen: the frame is `size` points,
-/// centred in the viewport at `center`, `pixels` camera pixels a point.
-#[derive(Clone, Copy, Debug)]
-pub struct Screen {
-    pub camera: Camera,
-    pub center: Vec2,
-    pub pixels: f32,
-}
 
 /// A grip: which part of the crop a handle moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -51,65 +41,6 @@ impl Grip {
             Self::SphereCenter => "sphere centre",
             Self::SphereRim => "sphere rim",
         }
-    }
-}
-
-impl Screen {
-    /// A point in camera coordinates (x right, y down, z forward).
-    fn camera_point(&self, world: DVec3) -> Vec3 {
-        self.camera.camera_from_world().transform_point3(world.as_vec3())
-    }
-
-    /// Camera coordinates to the screen, in points (`None` behind the near plane).
-    fn project_camera(&self, p: Vec3) -> Option<Vec2> {
-        (p.z > NEAR).then(|| {
-            let c = &self.camera;
-            let pixel = Vec2::new(c.fx * p.x / p.z + c.cx, c.fy * p.y / p.z + c.cy);
-            let size = Vec2::new(c.width as f32, c.height as f32);
-            self.center + (pixel - size / 2.0) / self.pixels
-        })
-    }
-
-    /// A world point on the screen, in points (`None` behind the near plane).
-    #[must_use]
-    pub fn project(&self, world: DVec3) -> Option<Vec2> {
-        self.project_camera(self.camera_point(world))
-    }
-
-    /// The segment `a`–`b` on the screen, cut at the near plane (`None` when all of it is
-    /// behind).
-    fn segment(&self, a: DVec3, b: DVec3) -> Option<(Vec2, Vec2)> {
-        let (mut a, mut b) = (self.camera_point(a), self.camera_point(b));
-        let near = NEAR * 2.0;
-        if a.z < near && b.z < near {
-            return None;
-        }
-        if a.z < near {
-            a = a.lerp(b, (near - a.z) / (b.z - a.z));
-        } else if b.z < near {
-            b = b.lerp(a, (near - b.z) / (a.z - b.z));
-        }
-        Some((self.project_camera(a)?, self.project_camera(b)?))
-    }
-
-    /// Screen points per scene unit along `direction` at `at`, as a screen vector (`None`
-    /// where `at` is behind the camera or the direction points at the viewer).
-    fn screen_rate(&self, at: DVec3, direction: DVec3, scale: f64) -> Option<Vec2> {
-        let step = scale.max(1e-6);
-        let (a, b) = (self.project(at)?, self.project(at + direction * step)?);
-        let rate = (b - a) / step as f32;
-        (rate.length() > 1e-3).then_some(rate)
-    }
-
-    /// A screen drag `delta` at `at` as a move in the camera's image plane, in scene units.
-    fn plane_move(&self, at: DVec3, delta: Vec2) -> DVec3 {
-        let depth = f64::from(self.camera_point(at).z.max(NEAR));
-        let c = &self.camera;
-        let right = c.world_from_camera.x_axis.truncate().as_dvec3();
-        let down = c.world_from_camera.y_axis.truncate().as_dvec3();
-        let scale = f64::from(self.pixels) * depth;
-        right * (f64::from(delta.x) * scale / f64::from(c.fx))
-            + down * (f64::from(delta.y) * scale / f64::from(c.fy))
     }
 }
 
@@ -253,33 +184,8 @@ pub fn ui(
 
 #[cfg(test)]
 mod tests {
-    use glam::Mat4;
-
+    use super::super::screen::looking_at_the_origin as screen;
     use super::*;
-
-    /// Looking at the origin from (1.5, -1, -5): every face at an angle.
-    fn screen() -> Screen {
-        let eye = Vec3::new(1.5, -1.0, -5.0);
-        // OpenCV's axes: z forward (at the origin), y down (towards world +y), x = y × z.
-        let forward = -eye.normalize();
-        let down = (Vec3::Y - forward * Vec3::Y.dot(forward)).normalize();
-        let world_from_camera = Mat4::from_cols(
-            down.cross(forward).extend(0.0),
-            down.extend(0.0),
-            forward.extend(0.0),
-            eye.extend(1.0),
-        );
-        let camera = Camera {
-            width: 640,
-            height: 480,
-            fx: 500.0,
-            fy: 500.0,
-            cx: 320.0,
-            cy: 240.0,
-            world_from_camera,
-        };
-        Screen { camera, center: Vec2::new(400.0, 300.0), pixels: 2.0 }
-    }
 
     fn boxed(turn: [f32; 3]) -> Filter {
         let b = CropBox { turn, ..CropBox::aligned([-1.0, -0.5, -0.5], [1.0, 0.5, 0.5]) };

@@ -595,6 +595,57 @@ impl SplatApp {
             self.start_turntable_video();
         }
         ui.add(egui::DragValue::new(&mut self.video_seconds).range(1.0..=120.0).suffix(" s"));
+        self.camera_path_controls(ui, can_film);
+    }
+
+    /// The camera path: keyframes placed where the viewport's camera is, and its video.
+    fn camera_path_controls(&mut self, ui: &mut egui::Ui, can_film: bool) {
+        ui.horizontal(|ui| {
+            if ui
+                .add_enabled(self.requested_camera.is_some(), egui::Button::new("Add keyframe"))
+                .on_hover_text(
+                    "A keyframe of a camera path where the view is now: the path video goes \
+                     smoothly through them, in order",
+                )
+                .clicked()
+            {
+                self.add_keyframe();
+            }
+            ui.add(
+                egui::DragValue::new(&mut self.keyframes.gap)
+                    .range(0.1..=60.0)
+                    .speed(0.1)
+                    .suffix(" s apart"),
+            )
+            .on_hover_text("Seconds from one keyframe to the next one added");
+        });
+        if self.keyframes.is_empty() {
+            return;
+        }
+        ui.label(format!("{} keyframes, {} s", self.keyframes.len(), self.keyframes.duration()));
+        ui.horizontal(|ui| {
+            let has_path = self.keyframes.len() >= 2;
+            if ui
+                .add_enabled(can_film && has_path, egui::Button::new("Path video"))
+                .on_hover_text("Along the keyframes into an .mp4 in the exports folder (ffmpeg)")
+                .clicked()
+            {
+                self.start_path_video();
+            }
+            if ui
+                .add_enabled(has_path, egui::Button::new("Save path"))
+                .on_hover_text("The path as a file for splatforge render --path")
+                .clicked()
+            {
+                self.save_camera_path();
+            }
+            if ui.button("Remove last").clicked() {
+                self.keyframes.remove_last();
+            }
+            if ui.button("Clear").clicked() {
+                self.keyframes.clear();
+            }
+        });
     }
 
     fn step_camera(&mut self, count: usize, delta: isize) {
@@ -692,7 +743,8 @@ impl SplatApp {
         self.crop_handles.clear();
         if let Some(camera) = self.requested_camera.filter(|_| !nothing) {
             let center = glam::Vec2::new(rect.center().x, rect.center().y);
-            let screen = crop_handles::Screen { camera, center, pixels };
+            let screen = super::screen::Screen { camera, center, pixels };
+            self.keyframes.draw(&ui.painter_at(rect), &screen);
             let keep =
                 crop_handles::ui(ui, rect, &self.crop.keep(), &screen, &mut self.crop_handles);
             self.crop.set(keep);
