@@ -319,7 +319,8 @@ fn a_turntable_video_is_made_with_progress(harness: &mut Harness<'static, SplatA
 
 /// Two keyframes placed from two dataset cameras, 2 s apart: "Save path" writes the file
 /// `render --path` reads (the same two poses), and "Path video" films 2 s at 30 frames a
-/// second, both ends included: 61 frames, which ffprobe counts.
+/// second, both ends included: 61 frames, which ffprobe counts. The ledger after the video is
+/// as before it.
 fn a_path_video_follows_the_keyframes_placed_in_the_viewer(
     harness: &mut Harness<'static, SplatApp>,
 ) {
@@ -341,10 +342,22 @@ fn a_path_video_follows_the_keyframes_placed_in_the_viewer(
     assert_eq!(path.keyframes().len(), 2);
     assert!((path.duration() - 2.0).abs() < 1e-6, "{}", path.duration());
 
+    settle(harness);
+    let before = harness.state().gpu().ledger().snapshot();
     harness.get_by_label("Path video").click();
     let made =
         wait_for(harness, "the path video", 300, |s| s.videos.len() >= 2 || !s.errors.is_empty());
     assert!(made.errors.is_empty(), "{:?}", made.errors);
+    // The video's renderer, scratch and frames are gone with it: the ledger is as it was.
+    settle(harness);
+    let after = harness.state().gpu().ledger().snapshot();
+    assert_eq!(
+        (after.total_bytes, after.allocations.len()),
+        (before.total_bytes, before.allocations.len()),
+        "the video left memory behind: {:?} → {:?}",
+        before.by_owner,
+        after.by_owner
+    );
     let video = &made.videos[1];
     assert!(video.to_string_lossy().ends_with("-path.mp4"), "{}", video.display());
     let probe = std::process::Command::new("ffprobe")
