@@ -426,7 +426,8 @@ fn run(command: Command) -> anyhow::Result<()> {
             );
             let crop_box =
                 crop_box.map(|b| CropBox { turn: crop_box_turn.unwrap_or_default(), ..b });
-            let filter = Filter { crop_box, crop_sphere, min_opacity, max_size };
+            let filter =
+                Filter { crop_box, crop_sphere, min_opacity, max_size, ..Filter::default() };
             convert_cmd::run(&input, &output, &filter, drop_floaters, level.as_ref())
         }
         Command::Poses(args) => poses_cmd::run(&args),

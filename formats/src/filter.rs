@@ -183,6 +183,55 @@ impl fmt::Display for CropSphere {
     }
 }
 
+/// Rectangle selections a filter holds at most (the render uniform has room for these).
+pub const MAX_SELECTIONS: usize = 8;
+
+/// A rectangle drawn over a view: the splats whose centre the camera sees inside it (in front
+/// of the camera). The filter hides them, or keeps only them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Selection {
+    /// The camera's rotation, world to camera (OpenCV axes: x right, y down, z forward), a
+    /// unit quaternion `[x, y, z, w]`.
+    pub camera_from_world: [f32; 4],
+    /// The camera's centre in world coordinates.
+    pub position: [f32; 3],
+    /// The rectangle on the camera's image plane at depth 1: `[x0, y0, x1, y1]`, x0 ≤ x1 and
+    /// y0 ≤ y1 (a pixel (u, v) is at ((u − cx) / fx, (v − cy) / fy)).
+    pub rect: [f32; 4],
+    /// Keep only what is inside (else: hide what is inside).
+    pub keep: bool,
+}
+
+impl Selection {
+    /// Whether the camera sees `point` inside the rectangle, its edges included (in f64).
+    #[must_use]
+    pub fn contains(&self, point: [f32; 3]) -> bool {
+        let [qx, qy, qz, qw] = self.camera_from_world.map(f64::from);
+        let v: [f64; 3] =
+            std::array::from_fn(|a| f64::from(point[a]) - f64::from(self.position[a]));
+        // v turned by q: v + 2w (q × v) + 2 q × (q × v).
+        let q = [qx, qy, qz];
+        let cross = |a: [f64; 3], b: [f64; 3]| {
+            [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+        };
+        let t = cross(q, v).map(|c| 2.0 * c);
+        let u = cross(q, t);
+        let c: [f64; 3] = std::array::from_fn(|a| v[a] + qw * t[a] + u[a]);
+        let [x0, y0, x1, y1] = self.rect.map(f64::from);
+        c[2] > 0.0
+            && x0 * c[2] <= c[0]
+            && c[0] <= x1 * c[2]
+            && y0 * c[2] <= c[1]
+            && c[1] <= y1 * c[2]
+    }
+
+    /// Whether a splat with its centre at `point` passes this selection.
+    #[must_use]
+    pub fn passes(&self, point: [f32; 3]) -> bool {
+        self.contains(point) == self.keep
+    }
+}
+
 /// What a scene keeps; an empty filter keeps everything.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Filter {
@@ -195,6 +244,9 @@ pub struct Filter {
     /// Keep only splats whose largest axis (its standard deviation, in world units) is at
     /// most this: the huge faint splats a run leaves behind the scene.
     pub max_size: Option<f32>,
+    /// Rectangles drawn over views, each hiding what it holds or keeping only that; the
+    /// first `MAX_SELECTIONS` slots, filled in order.
+    pub selections: [Option<Selection>; MAX_SELECTIONS],
 }
 
 /// How many splats each rule of a [`Filter`] removed (a splat outside the box is counted there
@@ -206,12 +258,29 @@ pub struct Filtered {
     pub outside_sphere: usize,
     pub below_opacity: usize,
     pub above_size: usize,
+    pub selected_out: usize,
 }
 
 impl Filter {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// The selections held, in order.
+    pub fn selections(&self) -> impl Iterator<Item = &Selection> {
+        self.selections.iter().flatten()
+    }
+
+    /// Adds `selection` in the first free slot; `false` when all [`MAX_SELECTIONS`] are taken.
+    pub fn add_selection(&mut self, selection: Selection) -> bool {
+        match self.selections.iter_mut().find(|s| s.is_none()) {
+            Some(slot) => {
+                *slot = Some(selection);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Removes from `splats` every splat the filter does not keep; the kept ones stay in
@@ -234,6 +303,9 @@ impl Filter {
                     false
                 } else if self.max_size.is_some_and(|m| size(splats.log_scales[i]) > f64::from(m)) {
                     counts.above_size += 1;
+                    false
+                } else if self.selections().any(|s| !s.passes(splats.means[i])) {
+                    counts.selected_out += 1;
                     false
                 } else {
                     counts.kept += 1;

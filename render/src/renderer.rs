@@ -28,7 +28,7 @@
 //! ([`crate::gpu_splats::splat_window`]), one dispatch a window, each with its own copy of the
 //! `RenderUniform` (`window_first`, `num_splats`). One window is the common case.
 
-use splat_formats::filter::Filter;
+use splat_formats::filter::{Filter, MAX_SELECTIONS};
 
 use crate::gpu_splats::{
     GpuSplats, ShPrecision, SplatGradients, read_f32, rows_binding, splat_window, splat_windows,
@@ -977,14 +977,25 @@ fn render_uniform(
         keep_size: [
             settings.keep.max_size.map_or(f32::MAX, |m| m.max(f32::MIN_POSITIVE).ln()),
             f32::from(u8::from(settings.keep.crop_box.is_some_and(|b| b.is_turned()))),
-            0.0,
+            settings.keep.selections().count() as f32,
             0.0,
         ],
         keep_turn: settings
             .keep
             .crop_box
             .map_or([0.0, 0.0, 0.0, 1.0], |b| b.quaternion().map(|v| v as f32)),
+        keep_selections: keep_selections(&settings.keep),
     }
+}
+
+/// [`RenderUniform::keep_selections`] of a filter.
+fn keep_selections(keep: &Filter) -> [[[f32; 4]; 3]; MAX_SELECTIONS] {
+    let mut out = [[[0.0; 4]; 3]; MAX_SELECTIONS];
+    for (slot, s) in out.iter_mut().zip(keep.selections()) {
+        let [x, y, z] = s.position;
+        *slot = [s.camera_from_world, [x, y, z, f32::from(u8::from(s.keep))], s.rect];
+    }
+    out
 }
 
 /// [`RenderUniform::keep_min`] of a filter: the box's least corner and the opacity floor as a
@@ -1008,7 +1019,7 @@ fn keep_max(keep: &Filter) -> [f32; 4] {
 /// Bytes between the copies of a frame's `RenderUniform` in one buffer, one a window of
 /// splats: a storage binding's offset is a multiple of `min_storage_buffer_offset_alignment`,
 /// which is at most 256.
-const UNIFORM_STRIDE: u64 = 256;
+const UNIFORM_STRIDE: u64 = (size_of::<RenderUniform>() as u64).next_multiple_of(256);
 
 /// Bytes of a buffer of `windows` copies of the `RenderUniform`.
 fn window_uniform_bytes(windows: u32) -> u64 {

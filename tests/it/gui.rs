@@ -18,7 +18,7 @@ use splat_test_support::data;
 use splat_trainer::formats::filter::{CropBox, Filter};
 use splat_trainer::render::Owner;
 use splat_trainer::task::TaskState;
-use splatforge::gui::{GuiArgs, SplatApp, UiState};
+use splatforge::gui::{GuiArgs, Select, SplatApp, UiState};
 
 const SIZE: Vec2 = Vec2::new(1280.0, 800.0);
 /// Pixels that may differ in the deterministic snapshots: the adapter's name in the status bar
@@ -252,6 +252,42 @@ fn the_crop_keeps_what_convert_keeps(harness: &mut Harness<'static, SplatApp>, o
         whole.len()
     );
     assert_eq!(cropped, load(&agreed), "the window's crop and convert's agree");
+
+    // Shown all again, a rectangle drawn over the middle of the view hides what it holds: the
+    // export is what the same filter keeps of the whole scene on the CPU.
+    harness.state_mut().set_crop(Filter::default());
+    // (The Crop panel's Hide is scrolled out of the window's view: set as it sets it.)
+    harness.state_mut().set_select(Select::Hide);
+    harness.step();
+    let view = harness.state().ui_state().viewport;
+    let at = |x: f32, y: f32| egui::pos2(view[0] + x * view[2], view[1] + y * view[3]);
+    let (from, to) = (at(0.35, 0.3), at(0.6, 0.55));
+    harness.hover_at(from);
+    harness.step();
+    harness.drag_at(from);
+    harness.step();
+    for k in 1..=4 {
+        harness.hover_at(from + (to - from) * k as f32 / 4.0);
+        harness.step();
+    }
+    harness.drop_at(to);
+    harness.step();
+    let state = harness.state().ui_state();
+    assert_eq!(state.crop.selections().count(), 1, "{:?}", state.crop);
+    harness.state_mut().set_select(Select::Off);
+    harness.get_by_label("Export PLY").click();
+    let selected_path =
+        wait_for(harness, "the selected export", 60, |s| s.exported.len() >= 5).exported[4].clone();
+    let mut expected = whole.clone();
+    state.crop.apply(&mut expected);
+    let selected = load(&selected_path);
+    assert!(
+        !selected.is_empty() && selected.len() < whole.len(),
+        "{} of {}",
+        selected.len(),
+        whole.len()
+    );
+    assert_eq!(selected, expected, "the export is what the crop keeps");
     assert_eq!(harness.state().ui_state().step, 40, "the crop did not touch the run");
 }
 

@@ -75,7 +75,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use splat_formats::Splats;
-use splat_formats::filter::{CropBox, CropSphere, Filter};
+use splat_formats::filter::{CropBox, CropSphere, Filter, MAX_SELECTIONS, Selection};
 use splat_render::ShPrecision;
 
 use crate::appearance::Compensation;
@@ -692,18 +692,26 @@ impl Header {
 
     fn metadata(&self, head: &[u8]) -> Result<Metadata, CheckpointError> {
         let json = head.get(self.table_end..self.json_end).unwrap_or_default();
-        serde_json::from_slice(json).map_err(|error| match unknown_name(&error) {
-            Some(name) => {
-                #[derive(Deserialize)]
-                struct Writer {
-                    writer: String,
+        let metadata: Metadata =
+            serde_json::from_slice(json).map_err(|error| match unknown_name(&error) {
+                Some(name) => {
+                    #[derive(Deserialize)]
+                    struct Writer {
+                        writer: String,
+                    }
+                    let writer = serde_json::from_slice::<Writer>(json)
+                        .map_or_else(|_| "an unknown writer".to_owned(), |doc| doc.writer);
+                    CheckpointError::NewerMetadata { name, writer }
                 }
-                let writer = serde_json::from_slice::<Writer>(json)
-                    .map_or_else(|_| "an unknown writer".to_owned(), |doc| doc.writer);
-                CheckpointError::NewerMetadata { name, writer }
-            }
-            None => CheckpointError::Metadata(error),
-        })
+                None => CheckpointError::Metadata(error),
+            })?;
+        let selections = metadata.crop.as_ref().map_or(0, |crop| crop.selections.len());
+        if selections > MAX_SELECTIONS {
+            return Err(damaged(format!(
+                "its crop holds {selections} rectangle selections, more than {MAX_SELECTIONS}"
+            )));
+        }
+        Ok(metadata)
     }
 }
 
@@ -935,25 +943,48 @@ struct CropDoc {
     min_opacity: Option<F32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_size: Option<F32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    selections: Vec<SelectionDoc>,
+}
+
+/// One of [`Filter::selections`].
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SelectionDoc {
+    camera_from_world: [F32; 4],
+    position: [F32; 3],
+    rect: [F32; 4],
+    keep: bool,
 }
 
 impl From<&Filter> for CropDoc {
     fn from(filter: &Filter) -> Self {
-        let Filter { crop_box, crop_sphere, min_opacity, max_size } = *filter;
+        let Filter { crop_box, crop_sphere, min_opacity, max_size, selections } = *filter;
         Self {
             crop_box: crop_box.map(|b| [b.min.map(F32), b.max.map(F32)]),
             crop_box_turn: crop_box.filter(CropBox::is_turned).map(|b| b.turn.map(F32)),
             crop_sphere: crop_sphere.map(|s| (s.center.map(F32), F32(s.radius))),
             min_opacity: min_opacity.map(F32),
             max_size: max_size.map(F32),
+            selections: selections
+                .iter()
+                .flatten()
+                .map(|s| SelectionDoc {
+                    camera_from_world: s.camera_from_world.map(F32),
+                    position: s.position.map(F32),
+                    rect: s.rect.map(F32),
+                    keep: s.keep,
+                })
+                .collect(),
         }
     }
 }
 
 impl From<CropDoc> for Filter {
     fn from(doc: CropDoc) -> Self {
-        let CropDoc { crop_box, crop_box_turn, crop_sphere, min_opacity, max_size } = doc;
-        Self {
+        let CropDoc { crop_box, crop_box_turn, crop_sphere, min_opacity, max_size, selections } =
+            doc;
+        let mut filter = Self {
             crop_box: crop_box.map(|[min, max]| CropBox {
                 min: min.map(|v| v.0),
                 max: max.map(|v| v.0),
@@ -965,7 +996,18 @@ impl From<CropDoc> for Filter {
             }),
             min_opacity: min_opacity.map(|v| v.0),
             max_size: max_size.map(|v| v.0),
+            selections: [None; MAX_SELECTIONS],
+        };
+        // At most as many as it holds (`Header::metadata` refuses more).
+        for s in selections {
+            filter.add_selection(Selection {
+                camera_from_world: s.camera_from_world.map(|v| v.0),
+                position: s.position.map(|v| v.0),
+                rect: s.rect.map(|v| v.0),
+                keep: s.keep,
+            });
         }
+        filter
     }
 }
 

@@ -64,7 +64,9 @@ use splat_formats::Splats;
 use splat_render::gpu_splats::{
     EMPTY_BUFFER_BYTES, PARAM_BUFFERS, VALUES_PER_SPLAT, words_per_splat,
 };
-use splat_render::kernels::{DENSIFY_FLOATS, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS};
+use splat_render::kernels::{
+    DENSIFY_FLOATS, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS, RenderUniform,
+};
 use splat_render::{
     Category, DeviceMemory, FrameScratch, GpuContext, GpuError, GpuSplats, Owner, RenderSettings,
     Renderer, ShPrecision, TILE_SIZE, device_memory, human_bytes, wgpu,
@@ -104,10 +106,10 @@ const ADAM_UNIFORM_BYTES: u64 = 8 * 256;
 /// The refinement's gather/split uniform slots: 9 of 256 bytes (densify/mod.rs).
 const DENSIFY_UNIFORM_BYTES: u64 = 9 * 256;
 /// Small blocks of the frame scratch, at their 64-byte minimum: the render uniform and its
-/// first band's copy (176 bytes each), the intersect uniform, the scan total, the frame
-/// totals and their readback, the band bounds and their readback, the backward carry's
-/// placeholder, the first band's band and raster uniforms (renderer.rs).
-const FRAME_FIXED_BYTES: u64 = 2 * 176 + 9 * MIN_SCRATCH_BUFFER;
+/// first band's copy, the intersect uniform, the scan total, the frame totals and their
+/// readback, the band bounds and their readback, the backward carry's placeholder, the first
+/// band's band and raster uniforms (renderer.rs).
+const FRAME_FIXED_BYTES: u64 = 2 * size_of::<RenderUniform>() as u64 + 9 * MIN_SCRATCH_BUFFER;
 /// The loss's parameter block (loss/mod.rs, `LossParams`).
 const LOSS_PARAMS_BYTES: u64 = 48;
 /// Bytes per pixel of the loss's derivative maps (3 channels × 3 maps × f32).

@@ -202,7 +202,7 @@ pub enum Event {
     Exported(PathBuf),
     CheckpointSaved(PathBuf),
     /// The crop a continued checkpoint was saved with (empty where it had none).
-    Crop(Filter),
+    Crop(Box<Filter>),
     /// [`Command::FindDenseRegion`]'s box, and how many of the splats are outside it.
     DenseRegion {
         region: splat_formats::filter::CropBox,
@@ -592,8 +592,8 @@ impl Task {
                 Some(trainer) => trainer.set_planned_steps(steps),
                 None => self.warn("no run to extend").await,
             },
-            Command::Export { path, up, keep } => self.export(&path, up, keep).await,
-            Command::SaveCheckpoint { path, crop } => self.save_checkpoint(&path, crop).await,
+            Command::Export { path, up, keep } => self.export(&path, up, &keep).await,
+            Command::SaveCheckpoint { path, crop } => self.save_checkpoint(&path, &crop).await,
             Command::FindDenseRegion => self.find_dense_region().await,
             Command::LoadCheckpoint { path } => self.load_checkpoint(&path).await,
             Command::Ping { id } => self.emit(Event::Pong { id }).await,
@@ -1095,7 +1095,7 @@ impl Task {
         }
     }
 
-    async fn export(&mut self, path: &Path, up: Option<[f32; 3]>, keep: Filter) {
+    async fn export(&mut self, path: &Path, up: Option<[f32; 3]>, keep: &Filter) {
         let splats = match (create_parent(path), self.trainer.as_ref(), self.kept.as_ref()) {
             (Err(e), _, _) => Err(e),
             (Ok(()), Some(trainer), _) => trainer.splats_async().await.map_err(|e| e.to_string()),
@@ -1143,7 +1143,7 @@ impl Task {
         }
     }
 
-    async fn save_checkpoint(&mut self, path: &Path, crop: Filter) {
+    async fn save_checkpoint(&mut self, path: &Path, crop: &Filter) {
         let (Some(trainer), Some(dataset)) = (self.trainer.as_ref(), self.dataset.as_ref()) else {
             self.warn("nothing to checkpoint: no run").await;
             return;
@@ -1155,8 +1155,11 @@ impl Task {
         }
         .and_then(|snapshot| {
             let step = snapshot.step;
-            let checkpoint =
-                Checkpoint { snapshot, dataset: checkpoint::dataset_identity(dataset), crop };
+            let checkpoint = Checkpoint {
+                snapshot,
+                dataset: checkpoint::dataset_identity(dataset),
+                crop: *crop,
+            };
             checkpoint::save(path, &checkpoint).map(|()| (run, step)).map_err(|e| e.to_string())
         });
         match result {
@@ -1233,7 +1236,7 @@ impl Task {
         ) {
             Ok(mut trainer) => {
                 self.last_config = Some(config);
-                self.emit(Event::Crop(crop)).await;
+                self.emit(Event::Crop(Box::new(crop))).await;
                 let paused = trainer.pause_async().await;
                 self.emit(Event::RunStarted {
                     run: self.next_run - 1,

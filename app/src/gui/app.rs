@@ -259,6 +259,19 @@ pub struct UiState {
     /// The crop's handles in the viewport ("box x max", "sphere rim", …) and where they are,
     /// in points.
     pub crop_handles: Vec<(&'static str, [f32; 2])>,
+    /// Where the viewport is (points): left, top, width, height.
+    pub viewport: [f32; 4],
+}
+
+/// What the viewport laid out last: for its overlays, and what tests read.
+#[derive(Debug, Default)]
+pub(super) struct ViewportLayout {
+    /// Where the viewport is (points): left, top, width, height.
+    pub rect: [f32; 4],
+    /// The crop's handles as drawn: each one's name and place (points).
+    pub crop_handles: Vec<(&'static str, [f32; 2])>,
+    /// A rectangle selection being drawn: where it started and where the pointer is.
+    pub selecting: Option<(egui::Pos2, egui::Pos2)>,
 }
 
 /// What a video films: the splats, the scene's framing (centre, radius, up) and the file.
@@ -320,8 +333,8 @@ pub struct SplatApp {
     pub(super) ground_truth: Option<(usize, egui::TextureHandle)>,
     /// The camera the viewport asked the viewer for last.
     pub(super) requested_camera: Option<Camera>,
-    /// The crop's handles as the viewport last drew them: each one's name and place (points).
-    pub(super) crop_handles: Vec<(&'static str, [f32; 2])>,
+    /// What the viewport laid out last.
+    pub(super) layout: ViewportLayout,
     pub(super) start_when_loaded: bool,
     pub(super) panels: Panels,
     exported: Vec<PathBuf>,
@@ -427,7 +440,7 @@ impl SplatApp {
             render_scale: if software { 0.5 } else { 1.0 },
             ground_truth: None,
             requested_camera: None,
-            crop_handles: Vec::new(),
+            layout: ViewportLayout::default(),
             start_when_loaded: args.start,
             panels: Panels { plots: true, log: true, memory: true },
             exported: Vec::new(),
@@ -619,7 +632,12 @@ impl SplatApp {
 
     /// Crops the view and the exports (as the Crop panel does; for tests and scripts).
     pub fn set_crop(&mut self, keep: splat_trainer::formats::filter::Filter) {
-        self.crop.set(keep);
+        self.crop.set(&keep);
+    }
+
+    /// What a drag over the viewport does (as the Crop panel's "Drag in the view" sets it).
+    pub fn set_select(&mut self, select: super::Select) {
+        self.crop.select = select;
     }
 
     /// Levels the exports by the cameras' up, or not (the checkbox).
@@ -659,7 +677,7 @@ impl SplatApp {
     ) {
         let keep = self.crop.keep();
         self.crop
-            .restore(splat_trainer::formats::filter::Filter { crop_box: Some(region), ..keep });
+            .restore(&splat_trainer::formats::filter::Filter { crop_box: Some(region), ..keep });
         self.info(format!(
             "Likely floaters: {outside} of {splats} splats are outside the dense scene's box \
              and now hidden (Undo shows them)"
@@ -814,7 +832,8 @@ impl SplatApp {
         };
         let settings =
             splat_trainer::render::RenderSettings { keep: self.crop.keep(), ..Default::default() };
-        match super::video_job::VideoJob::start(self.gpu.clone(), splats, cameras, settings, path) {
+        match super::video_job::VideoJob::start(self.gpu.clone(), splats, cameras, &settings, path)
+        {
             Ok(job) => self.video = Some(job),
             Err(e) => self.error(format!("cannot start a thread for the video: {e}")),
         }
@@ -962,7 +981,7 @@ impl SplatApp {
                 self.info(format!("Saved checkpoint {}", path.display()));
                 self.checkpoints.push(path);
             }
-            Event::Crop(crop) => self.crop.restore(crop),
+            Event::Crop(crop) => self.crop.restore(&crop),
             Event::DenseRegion { region, outside, splats } => {
                 self.crop_to_dense_region(region, outside, splats);
             }
@@ -1183,7 +1202,8 @@ impl SplatApp {
             self_test: self.self_test.as_ref().and_then(SelfTestWindow::passed),
             poses_window: self.poses.is_some(),
             crop: self.crop.keep(),
-            crop_handles: self.crop_handles.clone(),
+            crop_handles: self.layout.crop_handles.clone(),
+            viewport: self.layout.rect,
         }
     }
 

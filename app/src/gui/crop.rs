@@ -2,7 +2,10 @@
 //! and a size limit ([`Filter`], the rule `convert --crop-box --crop-sphere --min-opacity
 //! --max-size` applies) — with undo and redo.
 //!
-//! The box and the sphere have handles in the viewport too (`crop_handles`).
+//! The box and the sphere have handles in the viewport too (`crop_handles`), and rectangles
+//! drawn over the viewport hide what they hold, or keep only that ([`Select`]; at most
+//! [`MAX_SELECTIONS`]: each is a rule on the centres, like the box, so it holds for the
+//! splats training adds later too).
 //!
 //! Non-destructive: hidden splats stay in the run and go on training (the loss still sees
 //! them, so the picture the run learns does not change); the viewer culls them at the
@@ -13,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use glam::Vec3;
-use splat_trainer::formats::filter::{CropBox, CropSphere, Filter};
+use splat_trainer::formats::filter::{CropBox, CropSphere, Filter, MAX_SELECTIONS, Selection};
 
 /// Edits closer together than this are one step of undo (a drag is many edits).
 const COALESCE: Duration = Duration::from_millis(600);
@@ -28,6 +31,20 @@ pub struct Crop {
     redo: Vec<Filter>,
     /// When the last undo step was recorded.
     recorded: Option<Instant>,
+    /// What a drag over the viewport does: orbit, or draw a rectangle selection.
+    pub select: Select,
+}
+
+/// What a rectangle drawn over the viewport does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Select {
+    /// Nothing: a drag orbits the view.
+    #[default]
+    Off,
+    /// Hides the splats inside.
+    Hide,
+    /// Keeps only the splats inside.
+    Keep,
 }
 
 impl Crop {
@@ -39,8 +56,8 @@ impl Crop {
 
     /// Sets the crop, recording the one before for undo (edits within [`COALESCE`] of the
     /// last recorded one join it). Clears redo.
-    pub fn set(&mut self, keep: Filter) {
-        if keep == self.keep {
+    pub fn set(&mut self, keep: &Filter) {
+        if *keep == self.keep {
             return;
         }
         let now = Instant::now();
@@ -52,11 +69,22 @@ impl Crop {
         }
         self.recorded = Some(now);
         self.redo.clear();
-        self.keep = keep;
+        self.keep = *keep;
+    }
+
+    /// Adds a rectangle selection as an undo step of its own; `false` when the crop holds
+    /// [`MAX_SELECTIONS`] already.
+    pub fn add_selection(&mut self, selection: Selection) -> bool {
+        let mut keep = self.keep;
+        let added = keep.add_selection(selection);
+        if added {
+            self.restore(&keep);
+        }
+        added
     }
 
     /// Sets the crop as an undo step of its own (a continued checkpoint's crop).
-    pub fn restore(&mut self, keep: Filter) {
+    pub fn restore(&mut self, keep: &Filter) {
         self.recorded = None;
         self.set(keep);
     }
@@ -158,7 +186,8 @@ impl Crop {
                 ui.add(egui::Slider::new(floor, 0.0..=1.0).fixed_decimals(2));
             }
         });
-        self.set(keep);
+        self.set(&keep);
+        self.select_ui(ui);
         ui.horizontal(|ui| {
             if ui.add_enabled(self.can_undo(), egui::Button::new("Undo")).clicked() {
                 self.undo();
@@ -168,7 +197,7 @@ impl Crop {
             }
             if ui.add_enabled(!self.keep.is_empty(), egui::Button::new("Show all")).clicked() {
                 // A step of its own, never joined to the edit before it.
-                self.restore(Filter::default());
+                self.restore(&Filter::default());
             }
         });
         ui.label(
@@ -178,6 +207,30 @@ impl Crop {
             )
             .small(),
         );
+    }
+
+    /// Rectangle selection: what a drag over the viewport does, and the selections held.
+    fn select_ui(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            ui.label("Drag in the view")
+                .on_hover_text("Draw a rectangle over the view: the splats seen inside it");
+            ui.selectable_value(&mut self.select, Select::Off, "Orbit");
+            ui.selectable_value(&mut self.select, Select::Hide, "Hide");
+            ui.selectable_value(&mut self.select, Select::Keep, "Keep only");
+        });
+        let held = self.keep.selections().count();
+        if held > 0 {
+            ui.horizontal(|ui| {
+                ui.label(format!("{held} of {MAX_SELECTIONS} rectangle selections"));
+                if ui.button("Remove last rectangle").clicked() {
+                    let mut keep = self.keep;
+                    if let Some(last) = keep.selections.iter_mut().rev().find(|s| s.is_some()) {
+                        *last = None;
+                    }
+                    self.restore(&keep);
+                }
+            });
+        }
     }
 }
 
@@ -225,11 +278,11 @@ mod tests {
     #[test]
     fn undo_and_redo_walk_the_history() {
         let mut crop = Crop::default();
-        crop.set(floor(0.1));
+        crop.set(&floor(0.1));
         crop.recorded = None; // a later, separate edit
-        crop.set(floor(0.2));
+        crop.set(&floor(0.2));
         crop.recorded = None;
-        crop.set(floor(0.3));
+        crop.set(&floor(0.3));
         crop.undo();
         assert_eq!(crop.keep(), floor(0.2));
         crop.undo();
@@ -239,7 +292,7 @@ mod tests {
         crop.redo();
         assert_eq!(crop.keep(), floor(0.1));
         // A new edit drops what could be redone.
-        crop.set(floor(0.5));
+        crop.set(&floor(0.5));
         assert!(!crop.can_redo());
     }
 
@@ -247,7 +300,7 @@ mod tests {
     fn a_drag_is_one_step_of_undo() {
         let mut crop = Crop::default();
         for m in [0.1, 0.11, 0.12, 0.13] {
-            crop.set(floor(m));
+            crop.set(&floor(m));
         }
         crop.undo();
         assert_eq!(crop.keep(), Filter::default());

@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use app::{SplatApp, UiState};
+pub use crop::Select;
 
 /// What the command line gives the window.
 #[derive(Clone, Debug, Default)]

@@ -8,10 +8,12 @@ use splat_trainer::task::TaskState;
 use splat_trainer::train::{DEFAULT_ALPHA_LOSS_WEIGHT, Transparency};
 
 use super::app::{Level, RunInfo, SplatApp, StrategyChoice, ViewMode};
+use super::crop::Select;
 use super::crop_handles;
 use super::files::{OpenKind, SaveKind};
 use super::viewer;
 use crate::human_bytes;
+use splat_trainer::formats::filter::MAX_SELECTIONS;
 
 /// A grid row: `label` (with its tooltip), and a combo box setting `value` to one of
 /// `choices` (value, text).
@@ -728,6 +730,7 @@ impl SplatApp {
             available
         };
         let (rect, response) = ui.allocate_exact_size(render_size, Sense::click_and_drag());
+        self.layout.rect = [rect.left(), rect.top(), rect.width(), rect.height()];
         self.camera_input(ui, &response, rect);
 
         let pixels = ui.ctx().pixels_per_point() * self.render_scale;
@@ -740,14 +743,19 @@ impl SplatApp {
             self.viewer.request(viewer::Request { source, camera, background: [0.0; 3], keep });
         }
         self.paint_frame(&ui.painter_at(rect), rect, pixels, nothing);
-        self.crop_handles.clear();
+        self.layout.crop_handles.clear();
         if let Some(camera) = self.requested_camera.filter(|_| !nothing) {
             let center = glam::Vec2::new(rect.center().x, rect.center().y);
             let screen = super::screen::Screen { camera, center, pixels };
             self.keyframes.draw(&ui.painter_at(rect), &screen);
-            let keep =
-                crop_handles::ui(ui, rect, &self.crop.keep(), &screen, &mut self.crop_handles);
-            self.crop.set(keep);
+            let keep = crop_handles::ui(
+                ui,
+                rect,
+                &self.crop.keep(),
+                &screen,
+                &mut self.layout.crop_handles,
+            );
+            self.crop.set(&keep);
         }
         if let Some((texture, size)) = ground_truth {
             let gt_rect = egui::Rect::from_min_size(
@@ -801,12 +809,68 @@ impl SplatApp {
         }
     }
 
+    /// A rectangle drawn with the primary button while the crop's Select is on: drawn over
+    /// the viewport as it goes, a selection of the crop when it ends. `true` while it takes
+    /// the pointer (the view does not orbit).
+    fn selection_input(
+        &mut self,
+        ui: &egui::Ui,
+        response: &egui::Response,
+        rect: egui::Rect,
+    ) -> bool {
+        let keep = match self.crop.select {
+            Select::Off => {
+                self.layout.selecting = None;
+                return false;
+            }
+            Select::Hide => false,
+            Select::Keep => true,
+        };
+        let primary = ui.input(|i| i.pointer.primary_down() || i.pointer.primary_released());
+        if !primary && self.layout.selecting.is_none() {
+            return false;
+        }
+        if let Some(at) = response.interact_pointer_pos() {
+            let start = self.layout.selecting.map_or(at, |(start, _)| start);
+            self.layout.selecting = Some((start, at));
+        }
+        if let Some((a, b)) = self.layout.selecting {
+            ui.painter_at(rect).rect_stroke(
+                egui::Rect::from_two_pos(a, b),
+                0.0,
+                egui::Stroke::new(1.5, Color32::from_rgb(255, 190, 40)),
+                egui::StrokeKind::Middle,
+            );
+        }
+        if response.drag_stopped() || response.clicked() {
+            if let (Some((a, b)), Some(camera)) =
+                (self.layout.selecting.take(), self.requested_camera)
+            {
+                let pixels = ui.ctx().pixels_per_point() * self.render_scale;
+                let center = glam::Vec2::new(rect.center().x, rect.center().y);
+                let screen = super::screen::Screen { camera, center, pixels };
+                let corner = |p: egui::Pos2| glam::Vec2::new(p.x, p.y);
+                if (a - b).abs().min_elem() >= 2.0
+                    && !self.crop.add_selection(screen.selection(corner(a), corner(b), keep))
+                {
+                    self.warning(format!(
+                        "The crop holds {MAX_SELECTIONS} rectangle selections already: Remove \
+                         one, Undo, or Show all."
+                    ));
+                }
+            }
+            self.layout.selecting = None;
+        }
+        true
+    }
+
     /// Orbit, pan, zoom, look and fly from the pointer and keys over the viewport.
     fn camera_input(&mut self, ui: &egui::Ui, response: &egui::Response, rect: egui::Rect) {
         let before = self.view;
-        let (delta, ctrl, secondary, middle, primary) = ui.input(|i| {
+        // Not inside `ui.input`: a response reads the input itself (a lock within the lock).
+        let delta = response.drag_delta();
+        let (ctrl, secondary, middle, primary) = ui.input(|i| {
             (
-                response.drag_delta(),
                 i.modifiers.command,
                 i.pointer.secondary_down(),
                 i.pointer.middle_down(),
@@ -814,8 +878,10 @@ impl SplatApp {
             )
         });
         let delta = glam::Vec2::new(delta.x, delta.y);
-        if response.dragged() && delta != glam::Vec2::ZERO {
-            if secondary || middle || (primary && ui.input(|i| i.modifiers.shift)) {
+        let shift = ui.input(|i| i.modifiers.shift);
+        let selecting = !ctrl && !shift && self.selection_input(ui, response, rect);
+        if response.dragged() && delta != glam::Vec2::ZERO && !selecting {
+            if secondary || middle || (primary && shift) {
                 self.view.pan(delta, rect.height());
             } else if ctrl {
                 self.view.look(delta);

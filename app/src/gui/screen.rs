@@ -2,13 +2,14 @@
 //! drawn over the viewport (the crop's handles, the camera path's keyframes) share.
 
 use glam::{DVec3, Vec2, Vec3};
+use splat_trainer::formats::filter::Selection;
 use splat_trainer::render::Camera;
 
 /// The near plane, in scene units in front of the camera: nearer is not drawn.
 pub const NEAR: f32 = 1e-3;
 
-/// Where the viewport's camera puts the scene on the screen: the frame is `size` points,
-/// centred in the viewport at `center`, `pixels` camera pixels a point.
+/// Where the viewport's camera puts the scene on the screen: its frame is drawn centred at
+/// `center` (in points), `pixels` of the camera's pixels to a point.
 #[derive(Clone, Copy, Debug)]
 pub struct Screen {
     pub camera: Camera,
@@ -75,6 +76,33 @@ impl Screen {
     }
 }
 
+impl Screen {
+    /// The camera's pixel under screen point `at` (points).
+    fn pixel(&self, at: Vec2) -> Vec2 {
+        let c = &self.camera;
+        (at - self.center) * self.pixels + Vec2::new(c.width as f32, c.height as f32) / 2.0
+    }
+
+    /// The rectangle between screen points `a` and `b` as a selection of what this camera sees
+    /// there (`keep`: keep only that, else hide it).
+    #[must_use]
+    pub fn selection(&self, a: Vec2, b: Vec2, keep: bool) -> Selection {
+        let c = &self.camera;
+        let plane = |p: Vec2| {
+            let pixel = self.pixel(p);
+            Vec2::new((pixel.x - c.cx) / c.fx, (pixel.y - c.cy) / c.fy)
+        };
+        let (lo, hi) = (plane(a).min(plane(b)), plane(a).max(plane(b)));
+        let (_, rotation, position) = c.world_from_camera.to_scale_rotation_translation();
+        Selection {
+            camera_from_world: rotation.normalize().inverse().to_array(),
+            position: position.to_array(),
+            rect: [lo.x, lo.y, hi.x, hi.y],
+            keep,
+        }
+    }
+}
+
 /// A screen for tests: a 640 × 480 camera at (1.5, −1, −5) looking at the origin, shown at 2
 /// pixels a point around (400, 300).
 #[cfg(test)]
@@ -100,4 +128,39 @@ pub fn looking_at_the_origin() -> Screen {
         world_from_camera,
     };
     Screen { camera, center: Vec2::new(400.0, 300.0), pixels: 2.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_selection_holds_what_the_screen_shows_inside_its_rectangle() {
+        let s = looking_at_the_origin();
+        let (a, b) = (s.center - Vec2::new(30.0, 20.0), s.center + Vec2::new(50.0, 10.0));
+        let selection = s.selection(b, a, false);
+        let mut inside = 0;
+        for x in -10..=10 {
+            for y in -10..=10 {
+                for z in -10..=10 {
+                    let world = DVec3::new(f64::from(x), f64::from(y), f64::from(z)) * 0.3;
+                    let point = world.as_vec3().to_array();
+                    let Some(at) = s.project(world) else {
+                        assert!(!selection.contains(point), "{world} is behind the camera");
+                        continue;
+                    };
+                    // Away from the edges by a little: f32 on one side, f64 on the other.
+                    let margin = (at - a).min(b - at).min_element();
+                    if margin.abs() > 1e-3 {
+                        assert_eq!(selection.contains(point), margin > 0.0, "{world} at {at}");
+                        inside += usize::from(margin > 0.0);
+                    }
+                }
+            }
+        }
+        assert!(inside > 20, "{inside} inside");
+        // The origin is at the screen's centre, inside: hidden by this one, kept by its twin.
+        assert!(!selection.passes([0.0; 3]));
+        assert!(Selection { keep: true, ..selection }.passes([0.0; 3]));
+    }
 }

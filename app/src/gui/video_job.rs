@@ -34,9 +34,10 @@ impl VideoJob {
         gpu: GpuContext,
         splats: Arc<GpuSplats>,
         cameras: Vec<Camera>,
-        settings: RenderSettings,
+        settings: &RenderSettings,
         path: PathBuf,
     ) -> std::io::Result<Self> {
+        let settings = *settings;
         let (rendered, encoded) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let cancel = Cancel::default();
         let (tx, done) = sync_channel(1);

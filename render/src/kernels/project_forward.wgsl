@@ -76,7 +76,28 @@ fn kept(i: u32) -> bool {
     let s = load3(i, 1u);
     return in_box(m) && opacities[i] >= u.keep_min.w
         && (u.keep_sphere.w < 0.0 || dot(d, d) <= u.keep_sphere.w)
-        && max(s.x, max(s.y, s.z)) <= u.keep_size.x;
+        && max(s.x, max(s.y, s.z)) <= u.keep_size.x && passes_selections(m);
+}
+
+// Whether centre `m` passes every rectangle selection: inside the ones that keep, outside
+// the ones that hide. As the CPU's `Selection::contains` (in f64), up to an ulp or so at a
+// rectangle's edge.
+fn passes_selections(m: vec3<f32>) -> bool {
+    let count = min(u32(u.keep_size.z), 8u);
+    for (var k = 0u; k < count; k++) {
+        let q = u.keep_selections[k][0];
+        let position = u.keep_selections[k][1];
+        let r = u.keep_selections[k][2];
+        let v = m - position.xyz;
+        let t = 2.0 * cross(q.xyz, v);
+        let c = v + q.w * t + cross(q.xyz, t);
+        let inside = c.z > 0.0 && r.x * c.z <= c.x && c.x <= r.z * c.z && r.y * c.z <= c.y
+            && c.y <= r.w * c.z;
+        if inside != (position.w == 1.0) {
+            return false;
+        }
+    }
+    return true;
 }
 
 // Whether centre `m` is inside the frame's crop box. A turned box turns `m` back about the

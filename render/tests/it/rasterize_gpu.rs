@@ -192,7 +192,7 @@ fn forward_matches_reference_on_real_scenes() {
 /// floor, surface, face or limit may go either way; none of this scene's are.
 #[test]
 fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
-    use splat_formats::filter::{CropBox, CropSphere, Filter};
+    use splat_formats::filter::{CropBox, CropSphere, Filter, Selection};
     let gpu = Gpu::new();
     let splats = real_scene("splats/inria-ply/lod4-tile-489.ply");
     let cam = look_at_scene(&splats, 96, 72);
@@ -221,6 +221,22 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
         turn: [30.0, -20.0, 10.0],
         ..CropBox::aligned(center.map(|c| c - radius), center.map(|c| c + radius))
     };
+    let selected = |keep: bool| {
+        let (_, rotation, position) = cam.world_from_camera.to_scale_rotation_translation();
+        let plane = |u: f32, v: f32| [(u - cam.cx) / cam.fx, (v - cam.cy) / cam.fy];
+        let ([x0, y0], [x1, y1]) = (
+            plane(cam.width as f32 * 0.3, cam.height as f32 * 0.25),
+            plane(cam.width as f32 * 0.7, cam.height as f32 * 0.6),
+        );
+        let mut filter = Filter::default();
+        filter.add_selection(Selection {
+            camera_from_world: rotation.inverse().to_array(),
+            position: position.to_array(),
+            rect: [x0, y0, x1, y1],
+            keep,
+        });
+        filter
+    };
     let box_only = Filter { crop_box: Some(crop_box), ..Filter::default() };
     for keep in [
         box_only,
@@ -230,6 +246,9 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
         Filter { max_size: Some(between(&sizes)), ..Filter::default() },
         // A cube around the sphere, turned about each axis.
         Filter { crop_box: Some(turned), ..Filter::default() },
+        // The middle of the camera's image hidden, then kept alone.
+        selected(false),
+        selected(true),
     ] {
         let mut kept = splats.clone();
         let counts = keep.apply(&mut kept);

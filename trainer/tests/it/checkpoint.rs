@@ -216,12 +216,22 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
                 .then(|| CropSphere { center, radius: rng.f32_not_nan() }),
             min_opacity: (rng.below(2) == 1).then(|| rng.f32_not_nan()),
             max_size: (rng.below(2) == 1).then(|| rng.f32_not_nan()),
+            selections: Default::default(),
         };
-        // Half the boxes turned (drawn last, likewise).
+        // Half the boxes turned, and up to all the selections (drawn last, likewise).
         if let Some(crop_box) = checkpoint.crop.crop_box.as_mut()
             && rng.below(2) == 1
         {
             crop_box.turn = [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()];
+        }
+        for _ in 0..rng.below(splat_formats::filter::MAX_SELECTIONS as u64 + 1) {
+            let mut four = || std::array::from_fn(|_| rng.f32_not_nan());
+            let (camera_from_world, rect) = (four(), four());
+            let position = [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()];
+            let keep = rng.below(2) == 1;
+            let selection =
+                splat_formats::filter::Selection { camera_from_world, position, rect, keep };
+            assert!(checkpoint.crop.add_selection(selection));
         }
     }
     checkpoint

@@ -132,7 +132,7 @@ fn a_run_goes_through_the_states_and_leaves_nothing() {
         _ => None,
     });
     assert_eq!(reloaded, Some(40), "{events:?}");
-    assert!(events.contains(&Event::Crop(crop)), "{events:?}");
+    assert!(events.contains(&Event::Crop(Box::new(crop))), "{events:?}");
     task.send(Command::Resume).unwrap();
     until(&task, |e| matches!(e, Event::Step(_)));
     task.shutdown();
