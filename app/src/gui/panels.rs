@@ -757,6 +757,7 @@ impl SplatApp {
             );
             self.crop.set(&keep);
         }
+        self.paint_selecting(&ui.painter_at(rect), rect);
         if let Some((texture, size)) = ground_truth {
             let gt_rect = egui::Rect::from_min_size(
                 rect.right_top(),
@@ -809,8 +810,34 @@ impl SplatApp {
         }
     }
 
-    /// A rectangle drawn with the primary button while the crop's Select is on: drawn over
-    /// the viewport as it goes, a selection of the crop when it ends. `true` while it takes
+    /// The rectangle being drawn, and while the crop's Select is on, what a drag does.
+    fn paint_selecting(&self, painter: &egui::Painter, rect: egui::Rect) {
+        let color = Color32::from_rgb(255, 190, 40);
+        if let Some((a, b)) = self.layout.selecting {
+            let stroke = egui::Stroke::new(1.5, color);
+            painter.rect_stroke(
+                egui::Rect::from_two_pos(a, b),
+                0.0,
+                stroke,
+                egui::StrokeKind::Middle,
+            );
+        }
+        let what = match self.crop.select {
+            Select::Off => return,
+            Select::Hide => "Drag to hide what a rectangle holds",
+            Select::Keep => "Drag to keep only what a rectangle holds",
+        };
+        painter.text(
+            rect.left_bottom() + Vec2::new(8.0, -8.0),
+            egui::Align2::LEFT_BOTTOM,
+            format!("{what} (Crop → Orbit turns the view again)"),
+            egui::FontId::proportional(14.0),
+            color,
+        );
+    }
+
+    /// A rectangle drawn with the primary button while the crop's Select is on (the viewport
+    /// draws it as it goes, `paint_selecting`), a selection of the crop when it ends. `true` while it takes
     /// the pointer (the view does not orbit).
     fn selection_input(
         &mut self,
@@ -833,14 +860,6 @@ impl SplatApp {
         if let Some(at) = response.interact_pointer_pos() {
             let start = self.layout.selecting.map_or(at, |(start, _)| start);
             self.layout.selecting = Some((start, at));
-        }
-        if let Some((a, b)) = self.layout.selecting {
-            ui.painter_at(rect).rect_stroke(
-                egui::Rect::from_two_pos(a, b),
-                0.0,
-                egui::Stroke::new(1.5, Color32::from_rgb(255, 190, 40)),
-                egui::StrokeKind::Middle,
-            );
         }
         if response.drag_stopped() || response.clicked() {
             if let (Some((a, b)), Some(camera)) =
