@@ -143,20 +143,12 @@ fn convert_keeps_the_splats_in_the_crop_box_above_the_opacity_floor() {
     let input = data("splats/inria-ply/lod4-tile-489.ply");
     let original = splats(&input);
     // The middle half of the scene's extent on each axis, and its median opacity.
-    let (mut lo, mut hi) = ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3]);
-    for m in &original.means {
-        for axis in 0..3 {
-            lo[axis] = lo[axis].min(m[axis]);
-            hi[axis] = hi[axis].max(m[axis]);
-        }
-    }
-    let (min, max): (Vec<f32>, Vec<f32>) =
-        (0..3).map(|a| (lo[a] + 0.25 * (hi[a] - lo[a]), lo[a] + 0.75 * (hi[a] - lo[a]))).unzip();
+    let (lo, hi) = extent(&original);
+    let (min, max, crop) = middle_half(&original);
     let opacity = |logit: f32| 1.0 / (1.0 + (-f64::from(logit)).exp());
     let mut opacities: Vec<f64> = original.opacity_logits.iter().map(|&l| opacity(l)).collect();
     opacities.sort_by(f64::total_cmp);
     let floor = opacities[opacities.len() / 2] as f32;
-    let crop = format!("{},{},{},{},{},{}", min[0], min[1], min[2], max[0], max[1], max[2]);
     let output = dir.join("cropped.ply");
     let (ok, stderr) =
         convert_with(&input, &output, &["--crop-box", &crop, "--min-opacity", &floor.to_string()]);
@@ -254,17 +246,7 @@ fn convert_turns_the_crop_box_about_its_centre() {
     std::fs::create_dir_all(&dir).unwrap();
     let input = data("splats/inria-ply/lod4-tile-489.ply");
     let original = splats(&input);
-    // The middle half of the scene's extent on each axis.
-    let (mut lo, mut hi) = ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3]);
-    for m in &original.means {
-        for axis in 0..3 {
-            lo[axis] = lo[axis].min(m[axis]);
-            hi[axis] = hi[axis].max(m[axis]);
-        }
-    }
-    let (min, max): (Vec<f32>, Vec<f32>) =
-        (0..3).map(|a| (lo[a] + 0.25 * (hi[a] - lo[a]), lo[a] + 0.75 * (hi[a] - lo[a]))).unzip();
-    let crop = format!("{},{},{},{},{},{}", min[0], min[1], min[2], max[0], max[1], max[2]);
+    let (min, max, crop) = middle_half(&original);
     let output = dir.join("turned.ply");
     let (ok, stderr) =
         convert_with(&input, &output, &["--crop-box", &crop, "--crop-box-turn", "25,-40,70"]);
@@ -281,6 +263,28 @@ fn convert_turns_the_crop_box_about_its_centre() {
     assert_eq!(splats(&output).means, kept);
     assert!(stderr.contains("turned 25°, -40°, 70°"), "{stderr}");
     std::fs::remove_dir_all(dir).ok();
+}
+
+/// The least and greatest centre of `splats` on each axis.
+fn extent(splats: &Splats) -> ([f32; 3], [f32; 3]) {
+    let (mut lo, mut hi) = ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3]);
+    for m in &splats.means {
+        for axis in 0..3 {
+            lo[axis] = lo[axis].min(m[axis]);
+            hi[axis] = hi[axis].max(m[axis]);
+        }
+    }
+    (lo, hi)
+}
+
+/// The middle half of the centres' extent on each axis: its corners, and as `--crop-box`
+/// takes it.
+fn middle_half(splats: &Splats) -> ([f32; 3], [f32; 3], String) {
+    let (lo, hi) = extent(splats);
+    let min: [f32; 3] = std::array::from_fn(|a| lo[a] + 0.25 * (hi[a] - lo[a]));
+    let max: [f32; 3] = std::array::from_fn(|a| lo[a] + 0.75 * (hi[a] - lo[a]));
+    let crop = format!("{},{},{},{},{},{}", min[0], min[1], min[2], max[0], max[1], max[2]);
+    (min, max, crop)
 }
 
 /// The splat of `b` nearest each splat of `a` (by centre): SOG keeps its splats in Morton

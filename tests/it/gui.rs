@@ -343,14 +343,19 @@ fn a_turntable_video_is_made_with_progress(harness: &mut Harness<'static, SplatA
     assert!(made.errors.is_empty(), "{:?}", made.errors);
     let video = &made.videos[0];
     assert!(video.to_string_lossy().ends_with("-turntable.mp4"), "{}", video.display());
+    assert_eq!(probe(video), "64,48,30");
+    a_path_video_follows_the_keyframes_placed_in_the_viewer(harness);
+}
+
+/// What ffprobe counts in `video`: "width,height,frames".
+fn probe(video: &Path) -> String {
     let probe = std::process::Command::new("ffprobe")
         .args(["-v", "error", "-count_frames", "-select_streams", "v:0"])
         .args(["-show_entries", "stream=nb_read_frames,width,height", "-of", "csv=p=0"])
         .arg(video)
         .output()
         .expect("ffprobe runs");
-    assert_eq!(String::from_utf8_lossy(&probe.stdout).trim(), "64,48,30");
-    a_path_video_follows_the_keyframes_placed_in_the_viewer(harness);
+    String::from_utf8_lossy(&probe.stdout).trim().to_owned()
 }
 
 /// Two keyframes placed from two dataset cameras, 2 s apart: "Save path" writes the file
@@ -396,13 +401,7 @@ fn a_path_video_follows_the_keyframes_placed_in_the_viewer(
     );
     let video = &made.videos[1];
     assert!(video.to_string_lossy().ends_with("-path.mp4"), "{}", video.display());
-    let probe = std::process::Command::new("ffprobe")
-        .args(["-v", "error", "-count_frames", "-select_streams", "v:0"])
-        .args(["-show_entries", "stream=nb_read_frames,width,height", "-of", "csv=p=0"])
-        .arg(video)
-        .output()
-        .expect("ffprobe runs");
-    assert_eq!(String::from_utf8_lossy(&probe.stdout).trim(), "64,48,61");
+    assert_eq!(probe(video), "64,48,61");
 }
 
 #[test]

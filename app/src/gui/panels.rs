@@ -830,7 +830,7 @@ impl SplatApp {
         painter.text(
             rect.left_bottom() + Vec2::new(8.0, -8.0),
             egui::Align2::LEFT_BOTTOM,
-            format!("{what} (Crop → Orbit turns the view again)"),
+            format!("{what} (Crop: Orbit turns the view again)"),
             egui::FontId::proportional(14.0),
             color,
         );
