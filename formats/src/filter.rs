@@ -1,6 +1,8 @@
-//! Which splats a scene keeps: a crop box, a crop sphere, an opacity floor and a size limit, as
-//! `splatforge convert` applies them (issue 33). The filter decides per splat from its stored values alone, so the
-//! same filter keeps the same splats whatever the format it was read from.
+//! Which splats a scene keeps: a crop box (turned or not), a crop sphere, an opacity floor, a
+//! size limit, as `splatforge convert` applies them, and rectangles drawn over views (the
+//! window's selections; issue 33). The filter decides per splat from its stored values alone,
+//! so the same filter keeps the same splats whatever the format it was read from, and the same
+//! rule holds for splats a run adds after it was set.
 
 use std::fmt;
 use std::str::FromStr;

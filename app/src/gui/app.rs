@@ -304,7 +304,7 @@ pub struct SplatApp {
     pub(super) level_exports: bool,
     /// Which splats the view and the exports keep.
     pub(super) crop: super::crop::Crop,
-    /// A turntable video being made, and the length and size of the next.
+    /// A video being made, and the length (of a turntable) and size of the next.
     pub(super) video: Option<super::video_job::VideoJob>,
     pub(super) video_seconds: f64,
     /// The camera path placed in the viewer.

@@ -1,7 +1,7 @@
-//! A turntable video made from the window: rendered on a thread of its own (`video`) on the
-//! window's GPU, with progress and Cancel; the same engine as `render --turntable`
-//! ([`crate::video`]). The splats it renders are a copy it holds (the viewer's, or a file's)
-//! until it ends.
+//! A video made from the window (a turntable or a camera path): rendered on a thread of its
+//! own (`video`) on the window's GPU, with progress and Cancel; the same engine as
+//! `render --turntable/--path` ([`crate::video`]). The splats it renders are a copy it holds
+//! (the viewer's, or a file's) until it ends.
 
 use std::path::PathBuf;
 use std::sync::Arc;
