@@ -223,3 +223,37 @@ fn float_guards_in_wgsl_are_on_bits() {
         offences.join("\n")
     );
 }
+
+/// Every character outside ASCII in the window's code (its strings: what it shows) has a glyph
+/// in egui's fonts: the window would draw a box for a missing one (the window tests panic on
+/// it, but only when they happen to draw it: "→" got as far as the full tier, 2026-11-28).
+#[test]
+fn every_character_the_window_shows_has_a_glyph() {
+    let gui = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/gui");
+    let mut shown = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&gui).expect("read app/src/gui").flatten() {
+        let text = std::fs::read_to_string(entry.path()).expect("read a source file");
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            let code = line.split(" // ").next().unwrap_or_default();
+            shown.extend(code.chars().filter(|c| !c.is_ascii()));
+        }
+    }
+    assert!(shown.contains(&'°'), "the scan finds the crop turn's degree sign: {shown:?}");
+    let lays_out = |text: String| {
+        std::panic::catch_unwind(move || {
+            let ctx = egui::Context::default();
+            ctx.set_missing_glyph_policy(egui::MissingGlyphPolicy::Panic);
+            let mut output = ctx.run_ui(egui::RawInput::default(), |ui| {
+                ui.label(&text);
+                ui.monospace(&text);
+            });
+            // No renderer here: the font atlas's upload is not wanted.
+            output.textures_delta.clear();
+        })
+        .is_ok()
+    };
+    // The check can fail: an arrow has no glyph in egui's fonts.
+    assert!(!lays_out("→".to_owned()), "egui draws an arrow now: pick another missing glyph");
+    let missing: Vec<char> = shown.into_iter().filter(|&c| !lays_out(c.to_string())).collect();
+    assert!(missing.is_empty(), "no glyph in egui's fonts for {missing:?}");
+}
