@@ -57,12 +57,7 @@ impl CropBox {
     /// The box's axes in world coordinates (the columns of its rotation), in f64.
     #[must_use]
     pub fn axes(&self) -> [[f64; 3]; 3] {
-        let [x, y, z, w] = self.quaternion();
-        [
-            [1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y + w * z), 2.0 * (x * z - w * y)],
-            [2.0 * (x * y - w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z + w * x)],
-            [2.0 * (x * z + w * y), 2.0 * (y * z - w * x), 1.0 - 2.0 * (x * x + y * y)],
-        ]
+        rotation_columns(self.quaternion())
     }
 
     /// Whether `point` lies inside the box or on its faces (a turned box in f64, so every
@@ -95,6 +90,15 @@ impl CropBox {
             std::array::from_fn(|w| center[w] + (0..3).map(|a| axes[a][w] * local[a]).sum::<f64>())
         })
     }
+}
+
+/// The columns of the rotation matrix of the unit quaternion `[x, y, z, w]`.
+fn rotation_columns([x, y, z, w]: [f64; 4]) -> [[f64; 3]; 3] {
+    [
+        [1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y + w * z), 2.0 * (x * z - w * y)],
+        [2.0 * (x * y - w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z + w * x)],
+        [2.0 * (x * z + w * y), 2.0 * (y * z - w * x), 1.0 - 2.0 * (x * x + y * y)],
+    ]
 }
 
 /// `x,y,z`: the degrees a crop box is turned about its centre (about x, then y, then z).
@@ -208,17 +212,11 @@ impl Selection {
     /// Whether the camera sees `point` inside the rectangle, its edges included (in f64).
     #[must_use]
     pub fn contains(&self, point: [f32; 3]) -> bool {
-        let [qx, qy, qz, qw] = self.camera_from_world.map(f64::from);
         let v: [f64; 3] =
             std::array::from_fn(|a| f64::from(point[a]) - f64::from(self.position[a]));
-        // v turned by q: v + 2w (q × v) + 2 q × (q × v).
-        let q = [qx, qy, qz];
-        let cross = |a: [f64; 3], b: [f64; 3]| {
-            [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
-        };
-        let t = cross(q, v).map(|c| 2.0 * c);
-        let u = cross(q, t);
-        let c: [f64; 3] = std::array::from_fn(|a| v[a] + qw * t[a] + u[a]);
+        // In camera coordinates: v turned by the rotation.
+        let columns = rotation_columns(self.camera_from_world.map(f64::from));
+        let c: [f64; 3] = std::array::from_fn(|a| (0..3).map(|k| columns[k][a] * v[k]).sum());
         let [x0, y0, x1, y1] = self.rect.map(f64::from);
         c[2] > 0.0
             && x0 * c[2] <= c[0]

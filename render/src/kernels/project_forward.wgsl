@@ -85,12 +85,9 @@ fn kept(i: u32) -> bool {
 fn passes_selections(m: vec3<f32>) -> bool {
     let count = min(u32(u.keep_size.z), 8u);
     for (var k = 0u; k < count; k++) {
-        let q = u.keep_selections[k][0];
         let position = u.keep_selections[k][1];
         let r = u.keep_selections[k][2];
-        let v = m - position.xyz;
-        let t = 2.0 * cross(q.xyz, v);
-        let c = v + q.w * t + cross(q.xyz, t);
+        let c = rotate(u.keep_selections[k][0], m - position.xyz);
         let inside = c.z > 0.0 && r.x * c.z <= c.x && c.x <= r.z * c.z && r.y * c.z <= c.y
             && c.y <= r.w * c.z;
         if inside != (position.w == 1.0) {
@@ -110,9 +107,12 @@ fn in_box(m: vec3<f32>) -> bool {
     }
     let center = 0.5 * u.keep_min.xyz + 0.5 * u.keep_max.xyz;
     let half = 0.5 * u.keep_max.xyz - 0.5 * u.keep_min.xyz;
-    let v = m - center;
-    let q = -u.keep_turn.xyz;
-    let t = 2.0 * cross(q, v);
-    let local = v + u.keep_turn.w * t + cross(q, t);
+    let local = rotate(vec4<f32>(-u.keep_turn.xyz, u.keep_turn.w), m - center);
     return all(abs(local) <= half);
+}
+
+// `v` turned by the unit quaternion `q` (x, y, z, w).
+fn rotate(q: vec4<f32>, v: vec3<f32>) -> vec3<f32> {
+    let t = 2.0 * cross(q.xyz, v);
+    return v + q.w * t + cross(q.xyz, t);
 }
