@@ -79,7 +79,7 @@ pub fn run(
         None => None,
     };
     let mut splats = read_scene(input)?;
-    let mut filter = *filter;
+    let mut filter = filter.clone();
     if drop_floaters {
         // The box around the dense scene (clap keeps --crop-box out).
         filter.crop_box = splat_trainer::formats::filter::dense_region(&splats);

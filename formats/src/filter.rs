@@ -1,6 +1,6 @@
 //! Which splats a scene keeps: a crop box (turned or not), a crop sphere, an opacity floor, a
-//! size limit, as `splatforge convert` applies them, and rectangles drawn over views (the
-//! window's selections; issue 33). The filter decides per splat from its stored values alone,
+//! size limit, as `splatforge convert` applies them, and rectangles and brush strokes drawn
+//! over views (the window's selections; issue 33). The filter decides per splat from its stored values alone,
 //! so the same filter keeps the same splats whatever the format it was read from, and the same
 //! rule holds for splats a run adds after it was set.
 
@@ -189,27 +189,57 @@ impl fmt::Display for CropSphere {
     }
 }
 
-/// Rectangle selections a filter holds at most (the render uniform has room for these).
-pub const MAX_SELECTIONS: usize = 8;
+/// Selections a filter holds at most (each is a test per splat in every frame it is on).
+pub const MAX_SELECTIONS: usize = 64;
+/// Points a brush stroke holds at most; the window starts a new stroke past this.
+pub const MAX_STROKE_POINTS: usize = 256;
 
-/// A rectangle drawn over a view: the splats whose centre the camera sees inside it (in front
-/// of the camera). The filter hides them, or keeps only them.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// What a selection covers on the camera's image plane at depth 1 (a pixel (u, v) is at
+/// ((u − cx) / fx, (v − cy) / fy)).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shape {
+    /// The rectangle `[x0, y0, x1, y1]`, x0 ≤ x1 and y0 ≤ y1, its edges included.
+    Rect([f32; 4]),
+    /// A brush stroke: every point within `radius` of the path through `points` (the pointer's
+    /// path; one point is a dot). The radius is in the same units, so a round brush needs a
+    /// camera with square pixels (fx = fy), as the viewer's are.
+    Stroke { radius: f32, points: Vec<[f32; 2]> },
+}
+
+impl Shape {
+    /// The rectangle around the shape, `[x0, y0, x1, y1]` (the stroke's, its radius
+    /// included).
+    #[must_use]
+    pub fn bounds(&self) -> [f32; 4] {
+        match self {
+            Self::Rect(rect) => *rect,
+            Self::Stroke { radius, points } => {
+                let mut b = [f32::INFINITY, f32::INFINITY, f32::NEG_INFINITY, f32::NEG_INFINITY];
+                for p in points {
+                    b = [b[0].min(p[0]), b[1].min(p[1]), b[2].max(p[0]), b[3].max(p[1])];
+                }
+                [b[0] - radius, b[1] - radius, b[2] + radius, b[3] + radius]
+            }
+        }
+    }
+}
+
+/// A shape drawn over a view: the splats whose centre the camera sees inside it (in front of
+/// the camera). The filter hides them, or keeps only them.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Selection {
     /// The camera's rotation, world to camera (OpenCV axes: x right, y down, z forward), a
     /// unit quaternion `[x, y, z, w]`.
     pub camera_from_world: [f32; 4],
     /// The camera's centre in world coordinates.
     pub position: [f32; 3],
-    /// The rectangle on the camera's image plane at depth 1: `[x0, y0, x1, y1]`, x0 ≤ x1 and
-    /// y0 ≤ y1 (a pixel (u, v) is at ((u − cx) / fx, (v − cy) / fy)).
-    pub rect: [f32; 4],
+    pub shape: Shape,
     /// Keep only what is inside (else: hide what is inside).
     pub keep: bool,
 }
 
 impl Selection {
-    /// Whether the camera sees `point` inside the rectangle, its edges included (in f64).
+    /// Whether the camera sees `point` inside the shape, its edges included (in f64).
     #[must_use]
     pub fn contains(&self, point: [f32; 3]) -> bool {
         let v: [f64; 3] =
@@ -217,12 +247,23 @@ impl Selection {
         // In camera coordinates: v turned by the rotation.
         let columns = rotation_columns(self.camera_from_world.map(f64::from));
         let c: [f64; 3] = std::array::from_fn(|a| (0..3).map(|k| columns[k][a] * v[k]).sum());
-        let [x0, y0, x1, y1] = self.rect.map(f64::from);
-        c[2] > 0.0
-            && x0 * c[2] <= c[0]
-            && c[0] <= x1 * c[2]
-            && y0 * c[2] <= c[1]
-            && c[1] <= y1 * c[2]
+        if c[2] <= 0.0 {
+            return false;
+        }
+        match &self.shape {
+            Shape::Rect(rect) => {
+                let [x0, y0, x1, y1] = rect.map(f64::from);
+                x0 * c[2] <= c[0] && c[0] <= x1 * c[2] && y0 * c[2] <= c[1] && c[1] <= y1 * c[2]
+            }
+            Shape::Stroke { radius, points } => {
+                let at = [c[0] / c[2], c[1] / c[2]];
+                let r2 = f64::from(*radius).powi(2);
+                let first = points.first().map(|&p| [p, p]);
+                first.into_iter().chain(points.windows(2).map(|w| [w[0], w[1]])).any(|[a, b]| {
+                    segment_distance_squared(at, a.map(f64::from), b.map(f64::from)) <= r2
+                })
+            }
+        }
     }
 
     /// Whether a splat with its centre at `point` passes this selection.
@@ -232,8 +273,21 @@ impl Selection {
     }
 }
 
+/// The squared distance from `p` to the segment from `a` to `b` (a point when they meet).
+fn segment_distance_squared(p: [f64; 2], a: [f64; 2], b: [f64; 2]) -> f64 {
+    let (ab, ap) = ([b[0] - a[0], b[1] - a[1]], [p[0] - a[0], p[1] - a[1]]);
+    let length2 = ab[0] * ab[0] + ab[1] * ab[1];
+    let t = if length2 > 0.0 {
+        ((ap[0] * ab[0] + ap[1] * ab[1]) / length2).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let d = [ap[0] - t * ab[0], ap[1] - t * ab[1]];
+    d[0] * d[0] + d[1] * d[1]
+}
+
 /// What a scene keeps; an empty filter keeps everything.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Filter {
     /// Keep only splats whose centre is inside.
     pub crop_box: Option<CropBox>,
@@ -244,9 +298,9 @@ pub struct Filter {
     /// Keep only splats whose largest axis (its standard deviation, in world units) is at
     /// most this: the huge faint splats a run leaves behind the scene.
     pub max_size: Option<f32>,
-    /// Rectangles drawn over views, each hiding what it holds or keeping only that; the
-    /// first `MAX_SELECTIONS` slots, filled in order.
-    pub selections: [Option<Selection>; MAX_SELECTIONS],
+    /// Shapes drawn over views, each hiding what it holds or keeping only that, in the order
+    /// drawn; at most [`MAX_SELECTIONS`] (`add_selection`).
+    pub selections: Vec<Selection>,
 }
 
 /// How many splats each rule of a [`Filter`] removed (a splat outside the box is counted there
@@ -267,20 +321,18 @@ impl Filter {
         *self == Self::default()
     }
 
-    /// The selections held, in order.
-    pub fn selections(&self) -> impl Iterator<Item = &Selection> {
-        self.selections.iter().flatten()
-    }
-
-    /// Adds `selection` in the first free slot; `false` when all [`MAX_SELECTIONS`] are taken.
+    /// Adds `selection` after the others; `false` when the filter holds [`MAX_SELECTIONS`]
+    /// already, or the selection is a stroke of no points or more than [`MAX_STROKE_POINTS`].
     pub fn add_selection(&mut self, selection: Selection) -> bool {
-        match self.selections.iter_mut().find(|s| s.is_none()) {
-            Some(slot) => {
-                *slot = Some(selection);
-                true
-            }
-            None => false,
+        let fits = match &selection.shape {
+            Shape::Rect(_) => true,
+            Shape::Stroke { points, .. } => (1..=MAX_STROKE_POINTS).contains(&points.len()),
+        };
+        let added = fits && self.selections.len() < MAX_SELECTIONS;
+        if added {
+            self.selections.push(selection);
         }
+        added
     }
 
     /// Removes from `splats` every splat the filter does not keep; the kept ones stay in
@@ -304,7 +356,7 @@ impl Filter {
                 } else if self.max_size.is_some_and(|m| size(splats.log_scales[i]) > f64::from(m)) {
                     counts.above_size += 1;
                     false
-                } else if self.selections().any(|s| !s.passes(splats.means[i])) {
+                } else if self.selections.iter().any(|s| !s.passes(splats.means[i])) {
                     counts.selected_out += 1;
                     false
                 } else {
@@ -600,6 +652,56 @@ mod tests {
 
     /// A dense cube of splats and three small clusters away from it: the box is the cube's
     /// bounds; a cluster touching the cube is part of the scene.
+    #[test]
+    fn a_stroke_holds_what_the_camera_sees_within_its_radius_of_the_path() {
+        // The identity camera at the origin: a point (x, y, z) is at (x / z, y / z).
+        let stroke = |points: Vec<[f32; 2]>| Selection {
+            camera_from_world: [0.0, 0.0, 0.0, 1.0],
+            position: [0.0; 3],
+            shape: Shape::Stroke { radius: 0.1, points },
+            keep: false,
+        };
+        let line = stroke(vec![[0.0, 0.0], [1.0, 0.0]]);
+        assert!(line.contains([0.5, 0.09, 1.0]), "beside the path");
+        assert!(line.contains([1.0, 0.18, 2.0]), "the same place twice as deep");
+        assert!(line.contains([1.09, 0.0, 1.0]), "the round end");
+        assert!(!line.contains([1.08, 0.08, 1.0]), "past the round end's corner");
+        assert!(!line.contains([0.5, 0.11, 1.0]), "past the radius");
+        assert!(!line.contains([0.5, 0.0, -1.0]), "behind the camera");
+        assert!(!line.passes([0.5, 0.0, 1.0]) && line.passes([0.5, 0.5, 1.0]), "hides");
+        let dot = stroke(vec![[0.5, 0.5]]);
+        assert!(dot.contains([0.55, 0.55, 1.0]) && !dot.contains([0.58, 0.58, 1.0]));
+        assert_eq!(
+            line.shape.bounds().map(f32::to_bits),
+            [-0.1_f32, -0.1, 1.1, 0.1].map(f32::to_bits)
+        );
+    }
+
+    #[test]
+    fn a_filter_refuses_selections_past_its_limits() {
+        let rect = Selection {
+            camera_from_world: [0.0, 0.0, 0.0, 1.0],
+            position: [0.0; 3],
+            shape: Shape::Rect([0.0, 0.0, 1.0, 1.0]),
+            keep: true,
+        };
+        let stroke = |n: usize| Selection {
+            shape: Shape::Stroke { radius: 0.1, points: vec![[0.0, 0.0]; n] },
+            ..rect.clone()
+        };
+        let mut filter = Filter::default();
+        assert!(
+            !filter.add_selection(stroke(0))
+                && !filter.add_selection(stroke(MAX_STROKE_POINTS + 1))
+        );
+        assert!(filter.add_selection(stroke(MAX_STROKE_POINTS)));
+        while filter.selections.len() < MAX_SELECTIONS {
+            assert!(filter.add_selection(rect.clone()));
+        }
+        assert!(!filter.add_selection(rect));
+        assert_eq!(filter.selections.len(), MAX_SELECTIONS);
+    }
+
     #[test]
     fn the_dense_region_leaves_out_small_far_clusters() {
         fn push(s: &mut Splats, m: [f32; 3]) {

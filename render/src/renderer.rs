@@ -28,7 +28,7 @@
 //! ([`crate::gpu_splats::splat_window`]), one dispatch a window, each with its own copy of the
 //! `RenderUniform` (`window_first`, `num_splats`). One window is the common case.
 
-use splat_formats::filter::{Filter, MAX_SELECTIONS};
+use splat_formats::filter::{Filter, Shape};
 
 use crate::gpu_splats::{
     GpuSplats, ShPrecision, SplatGradients, read_f32, rows_binding, splat_window, splat_windows,
@@ -45,7 +45,7 @@ use crate::profiler::PassTimer;
 use crate::{Camera, Category, GpuBuffer, GpuContext, GpuError, Owner};
 
 /// How to render.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RenderSettings {
     /// Linear RGB behind the splats.
     pub background: [f32; 3],
@@ -364,6 +364,15 @@ impl Renderer {
         scratch.ensure(ctx, self, n, camera.width * camera.height)?;
         let render = render_uniform(splats, camera, settings, (tiles_x, tiles_y));
         self.write_window_uniforms(ctx, &scratch.uniform, &render);
+        let rules = selection_rules(&settings.keep);
+        if !rules.is_empty() {
+            let bytes = size_of_val(rules.as_slice()) as u64;
+            if scratch.selections.size() < bytes {
+                scratch.selections =
+                    scratch_buffer(ctx, "selections", bytes, PARAMS, scratch.owner)?;
+            }
+            ctx.queue.write_buffer(&scratch.selections, 0, bytemuck::cast_slice(&rules));
+        }
         let intersect = IntersectUniform {
             num_splats: n,
             num_visible: 0,
@@ -651,6 +660,7 @@ impl Renderer {
                 rows_binding(&scratch.tiles_touched, 4, &window),
                 rows_binding(&scratch.counts, 4, &window),
                 scratch.totals.as_entire_buffer_binding(),
+                scratch.selections.as_entire_buffer_binding(),
             ];
             let key = ("project_forward", 0, w);
             let bind = bind_group(ctx, scratch, &self.project_forward, key, &buffers);
@@ -977,25 +987,48 @@ fn render_uniform(
         keep_size: [
             settings.keep.max_size.map_or(f32::MAX, |m| m.max(f32::MIN_POSITIVE).ln()),
             f32::from(u8::from(settings.keep.crop_box.is_some_and(|b| b.is_turned()))),
-            settings.keep.selections().count() as f32,
+            settings.keep.selections.len() as f32,
             0.0,
         ],
         keep_turn: settings
             .keep
             .crop_box
             .map_or([0.0, 0.0, 0.0, 1.0], |b| b.quaternion().map(|v| v as f32)),
-        keep_selections: keep_selections(&settings.keep),
     }
 }
 
-/// [`RenderUniform::keep_selections`] of a filter.
-fn keep_selections(keep: &Filter) -> [[[f32; 4]; 3]; MAX_SELECTIONS] {
-    let mut out = [[[0.0; 4]; 3]; MAX_SELECTIONS];
-    for (slot, s) in out.iter_mut().zip(keep.selections()) {
+/// A filter's selections as `project_forward.wgsl` reads them (`selections`): four vec4s each —
+/// the camera's rotation, its position and keep flag, the shape's bounds on the image plane at
+/// depth 1, and a stroke's first point (the vec4 holding it), point count (both as bits) and
+/// radius — then the strokes' points, two to a vec4. Empty when there is no selection.
+fn selection_rules(keep: &Filter) -> Vec<[f32; 4]> {
+    let mut points_at = 4 * keep.selections.len();
+    let mut rules = Vec::with_capacity(points_at);
+    let mut points: Vec<[f32; 4]> = Vec::new();
+    for s in &keep.selections {
         let [x, y, z] = s.position;
-        *slot = [s.camera_from_world, [x, y, z, f32::from(u8::from(s.keep))], s.rect];
+        let stroke = match &s.shape {
+            Shape::Rect(_) => [0.0; 4],
+            Shape::Stroke { radius, points: path } => {
+                let first = points_at;
+                points.extend(path.chunks(2).map(|pair| {
+                    let [a, b] = [pair[0], *pair.last().unwrap_or(&pair[0])];
+                    [a[0], a[1], b[0], b[1]]
+                }));
+                points_at += path.len().div_ceil(2);
+                let bits = |v: usize| f32::from_bits(u32::try_from(v).unwrap_or(u32::MAX));
+                [bits(first), bits(path.len()), *radius, 0.0]
+            }
+        };
+        rules.extend([
+            s.camera_from_world,
+            [x, y, z, f32::from(u8::from(s.keep))],
+            s.shape.bounds(),
+            stroke,
+        ]);
     }
-    out
+    rules.extend(points);
+    rules
 }
 
 /// [`RenderUniform::keep_min`] of a filter: the box's least corner and the opacity floor as a
@@ -1161,6 +1194,9 @@ pub struct FrameScratch {
     /// ([`Renderer::prepare_bands`]).
     depth_ordered: bool,
     uniform: GpuBuffer,
+    /// The frame's selections as the projection reads them (`selection_rules`), grown to the
+    /// largest filter drawn.
+    selections: GpuBuffer,
     intersect_uniform: GpuBuffer,
     total: GpuBuffer,
     /// [`FrameCounts`] as the projection adds them up (visible left 0: the scan's total).
@@ -1375,6 +1411,7 @@ impl FrameScratch {
                 PARAMS,
                 owner,
             )?,
+            selections: scratch_buffer(ctx, "selections", 0, PARAMS, owner)?,
             intersect_uniform: scratch_buffer(
                 ctx,
                 "intersect uniform",

@@ -15,10 +15,10 @@ use egui::{Key, Modifiers, Vec2};
 use egui_kittest::kittest::Queryable as _;
 use egui_kittest::{Harness, SnapshotOptions};
 use splat_test_support::data;
-use splat_trainer::formats::filter::{CropBox, Filter};
+use splat_trainer::formats::filter::{CropBox, Filter, Shape};
 use splat_trainer::render::Owner;
 use splat_trainer::task::TaskState;
-use splatforge::gui::{GuiArgs, Select, SplatApp, UiState};
+use splatforge::gui::{GuiArgs, Select, SplatApp, Tool, UiState};
 
 const SIZE: Vec2 = Vec2::new(1280.0, 800.0);
 /// Pixels that may differ in the deterministic snapshots: the adapter's name in the status bar
@@ -216,7 +216,7 @@ fn the_crop_keeps_what_convert_keeps(harness: &mut Harness<'static, SplatApp>, o
             [quantile(0, 0.9), quantile(1, 0.9), quantile(2, 0.9)],
         )
     };
-    harness.state_mut().set_crop(Filter {
+    harness.state_mut().set_crop(&Filter {
         crop_box: Some(crop_box),
         min_opacity: Some(0.2),
         ..Filter::default()
@@ -255,32 +255,62 @@ fn the_crop_keeps_what_convert_keeps(harness: &mut Harness<'static, SplatApp>, o
 
     // Shown all again, a rectangle drawn over the middle of the view hides what it holds: the
     // export is what the same filter keeps of the whole scene on the CPU.
-    harness.state_mut().set_crop(Filter::default());
+    harness.state_mut().set_crop(&Filter::default());
     // (The Crop panel's Hide is scrolled out of the window's view: set as it sets it.)
     harness.state_mut().set_select(Select::Hide);
     harness.step();
     let view = harness.state().ui_state().viewport;
     let at = |x: f32, y: f32| egui::pos2(view[0] + x * view[2], view[1] + y * view[3]);
-    let (from, to) = (at(0.35, 0.3), at(0.6, 0.55));
-    harness.hover_at(from);
+    let crop = draw_a_selection(harness, &[at(0.35, 0.3), at(0.6, 0.55)], &whole, 5);
+    assert_eq!(crop.selections.len(), 1, "{crop:?}");
+
+    // Shown all again, a brush stroke painted across the view keeps only what it covers.
+    harness.state_mut().set_crop(&Filter::default());
+    harness.state_mut().set_select(Select::Keep);
+    harness.state_mut().set_select_tool(Tool::Brush, 30.0);
+    let path = [at(0.2, 0.4), at(0.5, 0.6), at(0.8, 0.45)];
+    let crop = draw_a_selection(harness, &path, &whole, 6);
+    let [stroke] = crop.selections.as_slice() else { panic!("{crop:?}") };
+    let Shape::Stroke { points, .. } = &stroke.shape else { panic!("{stroke:?}") };
+    assert!(points.len() >= 3 && stroke.keep, "{stroke:?}");
+    assert_eq!(harness.state().ui_state().step, 40, "the crop did not touch the run");
+}
+
+/// Drags the pointer over the viewport along `path` (with Select on: a rectangle from its
+/// first to its last point, or a brush stroke along it), turns Select off and exports, the
+/// run's `nth` export; checks that the export holds what the crop keeps of `whole` on the CPU,
+/// and returns the crop.
+fn draw_a_selection(
+    harness: &mut Harness<'static, SplatApp>,
+    path: &[egui::Pos2],
+    whole: &splat_trainer::formats::Splats,
+    nth: usize,
+) -> Filter {
     harness.step();
-    harness.drag_at(from);
+    harness.hover_at(path[0]);
     harness.step();
-    for k in 1..=4 {
-        harness.hover_at(from + (to - from) * k as f32 / 4.0);
-        harness.step();
+    harness.drag_at(path[0]);
+    harness.step();
+    for leg in path.windows(2) {
+        for k in 1..=5 {
+            harness.hover_at(leg[0] + (leg[1] - leg[0]) * k as f32 / 5.0);
+            harness.step();
+        }
     }
-    harness.drop_at(to);
+    harness.drop_at(path[path.len() - 1]);
     harness.step();
-    let state = harness.state().ui_state();
-    assert_eq!(state.crop.selections().count(), 1, "{:?}", state.crop);
+    let crop = harness.state().ui_state().crop;
     harness.state_mut().set_select(Select::Off);
     harness.get_by_label("Export PLY").click();
-    let selected_path =
-        wait_for(harness, "the selected export", 60, |s| s.exported.len() >= 5).exported[4].clone();
+    let exported = wait_for(harness, "the selected export", 60, |s| s.exported.len() >= nth)
+        .exported[nth - 1]
+        .clone();
     let mut expected = whole.clone();
-    state.crop.apply(&mut expected);
-    let selected = load(&selected_path);
+    crop.apply(&mut expected);
+    let selected = match splat_trainer::formats::load_file(&exported).expect("it loads") {
+        splat_trainer::formats::Loaded::Splats { splats, .. } => splats,
+        splat_trainer::formats::Loaded::Points(_) => panic!("points"),
+    };
     assert!(
         !selected.is_empty() && selected.len() < whole.len(),
         "{} of {}",
@@ -288,7 +318,7 @@ fn the_crop_keeps_what_convert_keeps(harness: &mut Harness<'static, SplatApp>, o
         whole.len()
     );
     assert_eq!(selected, expected, "the export is what the crop keeps");
-    assert_eq!(harness.state().ui_state().step, 40, "the crop did not touch the run");
+    crop
 }
 
 /// Drags the first face handle of `before` that the viewport shows (with the face across

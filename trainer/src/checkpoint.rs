@@ -75,7 +75,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use splat_formats::Splats;
-use splat_formats::filter::{CropBox, CropSphere, Filter, MAX_SELECTIONS, Selection};
+use splat_formats::filter::{
+    CropBox, CropSphere, Filter, MAX_SELECTIONS, MAX_STROKE_POINTS, Selection, Shape,
+};
 use splat_render::ShPrecision;
 
 use crate::appearance::Compensation;
@@ -705,11 +707,8 @@ impl Header {
                 }
                 None => CheckpointError::Metadata(error),
             })?;
-        let selections = metadata.crop.as_ref().map_or(0, |crop| crop.selections.len());
-        if selections > MAX_SELECTIONS {
-            return Err(damaged(format!(
-                "its crop holds {selections} rectangle selections, more than {MAX_SELECTIONS}"
-            )));
+        if let Some(problem) = metadata.crop.as_ref().and_then(CropDoc::problem) {
+            return Err(damaged(problem));
         }
         Ok(metadata)
     }
@@ -947,19 +946,57 @@ struct CropDoc {
     selections: Vec<SelectionDoc>,
 }
 
-/// One of [`Filter::selections`].
+/// One of [`Filter::selections`]: a rectangle or a stroke, exactly one of them.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SelectionDoc {
     camera_from_world: [F32; 4],
     position: [F32; 3],
-    rect: [F32; 4],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rect: Option<[F32; 4]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stroke: Option<StrokeDoc>,
     keep: bool,
+}
+
+/// [`Shape::Stroke`].
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrokeDoc {
+    radius: F32,
+    points: Vec<[F32; 2]>,
+}
+
+impl CropDoc {
+    /// What makes this crop one no [`Filter`] holds, in words (`None`: nothing).
+    fn problem(&self) -> Option<String> {
+        let count = self.selections.len();
+        if count > MAX_SELECTIONS {
+            return Some(format!("its crop holds {count} selections, more than {MAX_SELECTIONS}"));
+        }
+        self.selections.iter().enumerate().find_map(|(i, s)| {
+            let number = i + 1;
+            match (&s.rect, &s.stroke) {
+                (Some(_), None) => None,
+                (None, Some(stroke)) if (1..=MAX_STROKE_POINTS).contains(&stroke.points.len()) => {
+                    None
+                }
+                (None, Some(stroke)) => Some(format!(
+                    "its crop's selection {number} is a stroke of {} points (1 to \
+                     {MAX_STROKE_POINTS} are drawn)",
+                    stroke.points.len()
+                )),
+                _ => Some(format!(
+                    "its crop's selection {number} is not exactly one of a rectangle and a stroke"
+                )),
+            }
+        })
+    }
 }
 
 impl From<&Filter> for CropDoc {
     fn from(filter: &Filter) -> Self {
-        let Filter { crop_box, crop_sphere, min_opacity, max_size, selections } = *filter;
+        let Filter { crop_box, crop_sphere, min_opacity, max_size, selections } = filter;
         Self {
             crop_box: crop_box.map(|b| [b.min.map(F32), b.max.map(F32)]),
             crop_box_turn: crop_box.filter(CropBox::is_turned).map(|b| b.turn.map(F32)),
@@ -968,12 +1005,24 @@ impl From<&Filter> for CropDoc {
             max_size: max_size.map(F32),
             selections: selections
                 .iter()
-                .flatten()
-                .map(|s| SelectionDoc {
-                    camera_from_world: s.camera_from_world.map(F32),
-                    position: s.position.map(F32),
-                    rect: s.rect.map(F32),
-                    keep: s.keep,
+                .map(|s| {
+                    let (rect, stroke) = match &s.shape {
+                        Shape::Rect(rect) => (Some(rect.map(F32)), None),
+                        Shape::Stroke { radius, points } => (
+                            None,
+                            Some(StrokeDoc {
+                                radius: F32(*radius),
+                                points: points.iter().map(|p| p.map(F32)).collect(),
+                            }),
+                        ),
+                    };
+                    SelectionDoc {
+                        camera_from_world: s.camera_from_world.map(F32),
+                        position: s.position.map(F32),
+                        rect,
+                        stroke,
+                        keep: s.keep,
+                    }
                 })
                 .collect(),
         }
@@ -996,14 +1045,22 @@ impl From<CropDoc> for Filter {
             }),
             min_opacity: min_opacity.map(|v| v.0),
             max_size: max_size.map(|v| v.0),
-            selections: [None; MAX_SELECTIONS],
+            selections: Vec::new(),
         };
-        // At most as many as it holds (`Header::metadata` refuses more).
+        // What a filter holds (`CropDoc::problem` refused the rest when the file was read).
         for s in selections {
+            let shape = match (s.rect, s.stroke) {
+                (Some(rect), _) => Shape::Rect(rect.map(|v| v.0)),
+                (None, Some(stroke)) => Shape::Stroke {
+                    radius: stroke.radius.0,
+                    points: stroke.points.iter().map(|p| p.map(|v| v.0)).collect(),
+                },
+                (None, None) => continue,
+            };
             filter.add_selection(Selection {
                 camera_from_world: s.camera_from_world.map(|v| v.0),
                 position: s.position.map(|v| v.0),
-                rect: s.rect.map(|v| v.0),
+                shape,
                 keep: s.keep,
             });
         }

@@ -105,11 +105,11 @@ const MIN_GROWN: u64 = 256;
 const ADAM_UNIFORM_BYTES: u64 = 8 * 256;
 /// The refinement's gather/split uniform slots: 9 of 256 bytes (densify/mod.rs).
 const DENSIFY_UNIFORM_BYTES: u64 = 9 * 256;
-/// Small blocks of the frame scratch, at their 64-byte minimum: the render uniform and its
-/// first band's copy, the intersect uniform, the scan total, the frame totals and their
-/// readback, the band bounds and their readback, the backward carry's placeholder, the first
-/// band's band and raster uniforms (renderer.rs).
-const FRAME_FIXED_BYTES: u64 = 2 * size_of::<RenderUniform>() as u64 + 9 * MIN_SCRATCH_BUFFER;
+/// Small blocks of the frame scratch: the render uniform and its first band's copy; at their
+/// 64-byte minimum the selections' placeholder (training draws none), the intersect uniform,
+/// the scan total, the frame totals and their readback, the band bounds and their readback,
+/// the backward carry's placeholder, the first band's band and raster uniforms (renderer.rs).
+const FRAME_FIXED_BYTES: u64 = 2 * size_of::<RenderUniform>() as u64 + 10 * MIN_SCRATCH_BUFFER;
 /// The loss's parameter block (loss/mod.rs, `LossParams`).
 const LOSS_PARAMS_BYTES: u64 = 48;
 /// Bytes per pixel of the loss's derivative maps (3 channels × 3 maps × f32).

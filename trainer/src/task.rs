@@ -1158,7 +1158,7 @@ impl Task {
             let checkpoint = Checkpoint {
                 snapshot,
                 dataset: checkpoint::dataset_identity(dataset),
-                crop: *crop,
+                crop: crop.clone(),
             };
             checkpoint::save(path, &checkpoint).map(|()| (run, step)).map_err(|e| e.to_string())
         });

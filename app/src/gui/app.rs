@@ -272,6 +272,8 @@ pub(super) struct ViewportLayout {
     pub crop_handles: Vec<(&'static str, [f32; 2])>,
     /// A rectangle selection being drawn: where it started and where the pointer is.
     pub selecting: Option<(egui::Pos2, egui::Pos2)>,
+    /// A brush stroke being painted: the pointer's path so far.
+    pub stroke: Vec<egui::Pos2>,
 }
 
 /// What a video films: the splats, the scene's framing (centre, radius, up) and the file.
@@ -631,13 +633,20 @@ impl SplatApp {
     }
 
     /// Crops the view and the exports (as the Crop panel does; for tests and scripts).
-    pub fn set_crop(&mut self, keep: splat_trainer::formats::filter::Filter) {
-        self.crop.set(&keep);
+    pub fn set_crop(&mut self, keep: &splat_trainer::formats::filter::Filter) {
+        self.crop.set(keep);
     }
 
     /// What a drag over the viewport does (as the Crop panel's "Drag in the view" sets it).
     pub fn set_select(&mut self, select: super::Select) {
         self.crop.select = select;
+    }
+
+    /// What a selection is drawn with, and the brush's radius in points (as the Crop panel
+    /// sets them).
+    pub fn set_select_tool(&mut self, tool: super::Tool, brush_radius: f32) {
+        self.crop.tool = tool;
+        self.crop.brush_radius = brush_radius;
     }
 
     /// Levels the exports by the cameras' up, or not (the checkbox).
@@ -655,7 +664,11 @@ impl SplatApp {
     pub fn export_ply(&mut self) {
         match self.output_path("ply") {
             Some(path) => {
-                self.send(Command::Export { path, up: self.export_up(), keep: self.crop.keep() });
+                self.send(Command::Export {
+                    path,
+                    up: self.export_up(),
+                    keep: self.crop.keep().clone(),
+                });
             }
             None => self.warning("Nothing to export: start a run first."),
         }
@@ -675,9 +688,11 @@ impl SplatApp {
         outside: usize,
         splats: usize,
     ) {
-        let keep = self.crop.keep();
-        self.crop
-            .restore(&splat_trainer::formats::filter::Filter { crop_box: Some(region), ..keep });
+        let keep = splat_trainer::formats::filter::Filter {
+            crop_box: Some(region),
+            ..self.crop.keep().clone()
+        };
+        self.crop.restore(&keep);
         self.info(format!(
             "Likely floaters: {outside} of {splats} splats are outside the dense scene's box \
              and now hidden (Undo shows them)"
@@ -687,7 +702,9 @@ impl SplatApp {
     /// Ctrl+S: a checkpoint into the exports folder.
     pub fn save_checkpoint(&mut self) {
         match self.output_path("ckpt") {
-            Some(path) => self.send(Command::SaveCheckpoint { path, crop: self.crop.keep() }),
+            Some(path) => {
+                self.send(Command::SaveCheckpoint { path, crop: self.crop.keep().clone() });
+            }
             None => self.warning("Nothing to save: start a run first."),
         }
     }
@@ -830,8 +847,10 @@ impl SplatApp {
             Ok(cameras) => cameras,
             Err(e) => return self.error(format!("{e:#}")),
         };
-        let settings =
-            splat_trainer::render::RenderSettings { keep: self.crop.keep(), ..Default::default() };
+        let settings = splat_trainer::render::RenderSettings {
+            keep: self.crop.keep().clone(),
+            ..Default::default()
+        };
         match super::video_job::VideoJob::start(self.gpu.clone(), splats, cameras, &settings, path)
         {
             Ok(job) => self.video = Some(job),
@@ -1008,10 +1027,14 @@ impl SplatApp {
         match event {
             FileEvent::Failed(message) => self.error(message),
             FileEvent::SaveTo(SaveKind::Export, path) => {
-                self.send(Command::Export { path, up: self.export_up(), keep: self.crop.keep() });
+                self.send(Command::Export {
+                    path,
+                    up: self.export_up(),
+                    keep: self.crop.keep().clone(),
+                });
             }
             FileEvent::SaveTo(SaveKind::Checkpoint, path) => {
-                self.send(Command::SaveCheckpoint { path, crop: self.crop.keep() });
+                self.send(Command::SaveCheckpoint { path, crop: self.crop.keep().clone() });
             }
             FileEvent::SaveTo(SaveKind::SelfTestReport, path) => {
                 let json = self.self_test_json.take().unwrap_or_default();
@@ -1201,7 +1224,7 @@ impl SplatApp {
                 .is_some_and(|f| Some(f.camera) == self.requested_camera),
             self_test: self.self_test.as_ref().and_then(SelfTestWindow::passed),
             poses_window: self.poses.is_some(),
-            crop: self.crop.keep(),
+            crop: self.crop.keep().clone(),
             crop_handles: self.layout.crop_handles.clone(),
             viewport: self.layout.rect,
         }

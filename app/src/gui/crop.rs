@@ -3,9 +3,9 @@
 //! --max-size` applies) — with undo and redo.
 //!
 //! The box and the sphere have handles in the viewport too (`crop_handles`), and rectangles
-//! drawn over the viewport hide what they hold, or keep only that ([`Select`]; at most
-//! [`MAX_SELECTIONS`]: each is a rule on the centres, like the box, so it holds for the
-//! splats training adds later too).
+//! drawn or brush strokes painted over the viewport hide what they hold, or keep only that
+//! ([`Select`], [`Tool`]; at most [`MAX_SELECTIONS`]: each is a rule on the centres, like the
+//! box, so it holds for the splats training adds later too).
 //!
 //! Non-destructive: hidden splats stay in the run and go on training (the loss still sees
 //! them, so the picture the run learns does not change); the viewer culls them at the
@@ -18,24 +18,55 @@ use std::time::{Duration, Instant};
 use glam::Vec3;
 use splat_trainer::formats::filter::{CropBox, CropSphere, Filter, MAX_SELECTIONS, Selection};
 
+/// The brush's radius at first, in screen points.
+const BRUSH_RADIUS: f32 = 20.0;
+
 /// Edits closer together than this are one step of undo (a drag is many edits).
 const COALESCE: Duration = Duration::from_millis(600);
 /// Undo steps kept.
 const UNDO_DEPTH: usize = 100;
 
 /// The crop and its history.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Crop {
     keep: Filter,
     undo: Vec<Filter>,
     redo: Vec<Filter>,
     /// When the last undo step was recorded.
     recorded: Option<Instant>,
-    /// What a drag over the viewport does: orbit, or draw a rectangle selection.
+    /// What a drag over the viewport does: orbit, or draw a selection.
     pub select: Select,
+    /// What a selection is drawn with.
+    pub tool: Tool,
+    /// The brush's radius, in screen points.
+    pub brush_radius: f32,
 }
 
-/// What a rectangle drawn over the viewport does.
+impl Default for Crop {
+    fn default() -> Self {
+        Self {
+            keep: Filter::default(),
+            undo: Vec::new(),
+            redo: Vec::new(),
+            recorded: None,
+            select: Select::default(),
+            tool: Tool::default(),
+            brush_radius: BRUSH_RADIUS,
+        }
+    }
+}
+
+/// What a drag over the viewport draws while [`Select`] is on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tool {
+    /// A rectangle from where the drag starts to where it ends.
+    #[default]
+    Rectangle,
+    /// A brush stroke along the drag (a click is a dot).
+    Brush,
+}
+
+/// What a selection drawn over the viewport does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Select {
     /// Nothing: a drag orbits the view.
@@ -50,8 +81,8 @@ pub enum Select {
 impl Crop {
     /// What the view and the exports keep.
     #[must_use]
-    pub fn keep(&self) -> Filter {
-        self.keep
+    pub fn keep(&self) -> &Filter {
+        &self.keep
     }
 
     /// Sets the crop, recording the one before for undo (edits within [`COALESCE`] of the
@@ -62,20 +93,20 @@ impl Crop {
         }
         let now = Instant::now();
         if self.recorded.is_none_or(|t| now.duration_since(t) > COALESCE) {
-            self.undo.push(self.keep);
+            self.undo.push(self.keep.clone());
             if self.undo.len() > UNDO_DEPTH {
                 self.undo.remove(0);
             }
         }
         self.recorded = Some(now);
         self.redo.clear();
-        self.keep = *keep;
+        self.keep = keep.clone();
     }
 
-    /// Adds a rectangle selection as an undo step of its own; `false` when the crop holds
+    /// Adds a selection as an undo step of its own; `false` when the crop holds
     /// [`MAX_SELECTIONS`] already.
     pub fn add_selection(&mut self, selection: Selection) -> bool {
-        let mut keep = self.keep;
+        let mut keep = self.keep.clone();
         let added = keep.add_selection(selection);
         if added {
             self.restore(&keep);
@@ -91,16 +122,14 @@ impl Crop {
 
     pub fn undo(&mut self) {
         if let Some(previous) = self.undo.pop() {
-            self.redo.push(self.keep);
-            self.keep = previous;
+            self.redo.push(std::mem::replace(&mut self.keep, previous));
             self.recorded = None;
         }
     }
 
     pub fn redo(&mut self) {
         if let Some(next) = self.redo.pop() {
-            self.undo.push(self.keep);
-            self.keep = next;
+            self.undo.push(std::mem::replace(&mut self.keep, next));
             self.recorded = None;
         }
     }
@@ -118,7 +147,7 @@ impl Crop {
     /// The crop's controls. `focus` (the scene's centre and radius) places a new box around
     /// the scene.
     pub fn ui(&mut self, ui: &mut egui::Ui, focus: Option<(Vec3, f32)>) {
-        let mut keep = self.keep;
+        let mut keep = self.keep.clone();
         let (center, radius) = focus.unwrap_or((Vec3::ZERO, 1.0));
         // A drag of 200 pixels moves an edge by the scene's radius.
         let speed = f64::from(radius.max(1e-3)) / 200.0;
@@ -209,24 +238,37 @@ impl Crop {
         );
     }
 
-    /// Rectangle selection: what a drag over the viewport does, and the selections held.
+    /// Selections: what a drag over the viewport does and draws, and the selections held.
     fn select_ui(&mut self, ui: &mut egui::Ui) {
         ui.horizontal(|ui| {
-            ui.label("Drag in the view")
-                .on_hover_text("Draw a rectangle over the view: the splats seen inside it");
+            ui.label("Drag in the view").on_hover_text(
+                "Draw a rectangle or paint with a brush over the view: the splats seen inside",
+            );
             ui.selectable_value(&mut self.select, Select::Off, "Orbit");
             ui.selectable_value(&mut self.select, Select::Hide, "Hide");
             ui.selectable_value(&mut self.select, Select::Keep, "Keep only");
         });
-        let held = self.keep.selections().count();
+        if self.select != Select::Off {
+            ui.horizontal(|ui| {
+                ui.selectable_value(&mut self.tool, Tool::Rectangle, "Rectangle");
+                ui.selectable_value(&mut self.tool, Tool::Brush, "Brush");
+                if self.tool == Tool::Brush {
+                    ui.add(
+                        egui::DragValue::new(&mut self.brush_radius)
+                            .range(2.0..=200.0)
+                            .prefix("radius ")
+                            .suffix(" pt"),
+                    );
+                }
+            });
+        }
+        let held = self.keep.selections.len();
         if held > 0 {
             ui.horizontal(|ui| {
-                ui.label(format!("{held} of {MAX_SELECTIONS} rectangle selections"));
-                if ui.button("Remove last rectangle").clicked() {
-                    let mut keep = self.keep;
-                    if let Some(last) = keep.selections.iter_mut().rev().find(|s| s.is_some()) {
-                        *last = None;
-                    }
+                ui.label(format!("{held} of {MAX_SELECTIONS} selections"));
+                if ui.button("Remove last selection").clicked() {
+                    let mut keep = self.keep.clone();
+                    keep.selections.pop();
                     self.restore(&keep);
                 }
             });
@@ -284,13 +326,13 @@ mod tests {
         crop.recorded = None;
         crop.set(&floor(0.3));
         crop.undo();
-        assert_eq!(crop.keep(), floor(0.2));
+        assert_eq!(*crop.keep(), floor(0.2));
         crop.undo();
         crop.undo();
-        assert_eq!(crop.keep(), Filter::default());
+        assert_eq!(*crop.keep(), Filter::default());
         assert!(!crop.can_undo());
         crop.redo();
-        assert_eq!(crop.keep(), floor(0.1));
+        assert_eq!(*crop.keep(), floor(0.1));
         // A new edit drops what could be redone.
         crop.set(&floor(0.5));
         assert!(!crop.can_redo());
@@ -303,6 +345,6 @@ mod tests {
             crop.set(&floor(m));
         }
         crop.undo();
-        assert_eq!(crop.keep(), Filter::default());
+        assert_eq!(*crop.keep(), Filter::default());
     }
 }

@@ -97,7 +97,7 @@ fn sphere_screen_radius(s: &CropSphere, screen: &Screen) -> f32 {
 /// `keep` after dragging `grip` by `delta` screen points.
 #[must_use]
 pub fn drag(keep: &Filter, grip: Grip, delta: Vec2, screen: &Screen) -> Filter {
-    let mut keep = *keep;
+    let mut keep = keep.clone();
     match (grip, keep.crop_box.as_mut(), keep.crop_sphere.as_mut()) {
         (Grip::Face { axis, high }, Some(b), _) => {
             let (at, normal) = face(b, axis, high);
@@ -128,7 +128,7 @@ pub fn drag(keep: &Filter, grip: Grip, delta: Vec2, screen: &Screen) -> Filter {
 }
 
 /// Draws the crop's outlines and handles over the viewport (clipped to `clip`) and applies
-/// their drags; returns the crop after them (`keep` when nothing was dragged). `drawn` gets
+/// their drags; returns the crop after them (`None` when nothing was dragged). `drawn` gets
 /// each handle drawn: its name and place.
 pub fn ui(
     ui: &egui::Ui,
@@ -136,7 +136,7 @@ pub fn ui(
     keep: &Filter,
     screen: &Screen,
     drawn: &mut Vec<(&'static str, [f32; 2])>,
-) -> Filter {
+) -> Option<Filter> {
     let painter = ui.painter_at(clip);
     let line = egui::Stroke::new(1.5, egui::Color32::from_rgb(255, 190, 40));
     let point = |v: Vec2| egui::pos2(v.x, v.y);
@@ -157,8 +157,8 @@ pub fn ui(
     {
         painter.circle_stroke(point(c), sphere_screen_radius(s, screen), line);
     }
-    let mut keep = *keep;
-    for (grip, at) in handles(&keep, screen) {
+    let mut dragged: Option<Filter> = None;
+    for (grip, at) in handles(keep, screen) {
         if !clip.contains(point(at)) {
             continue;
         }
@@ -176,10 +176,11 @@ pub fn ui(
         drawn.push((grip.name(), at.to_array()));
         let delta = response.drag_delta();
         if delta != egui::Vec2::ZERO {
-            keep = drag(&keep, grip, Vec2::new(delta.x, delta.y), screen);
+            let before = dragged.as_ref().unwrap_or(keep);
+            dragged = Some(drag(before, grip, Vec2::new(delta.x, delta.y), screen));
         }
     }
-    keep
+    dragged
 }
 
 #[cfg(test)]

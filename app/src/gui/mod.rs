@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use app::{SplatApp, UiState};
-pub use crop::Select;
+pub use crop::{Select, Tool};
 
 /// What the command line gives the window.
 #[derive(Clone, Debug, Default)]

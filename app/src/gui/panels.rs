@@ -8,12 +8,12 @@ use splat_trainer::task::TaskState;
 use splat_trainer::train::{DEFAULT_ALPHA_LOSS_WEIGHT, Transparency};
 
 use super::app::{Level, RunInfo, SplatApp, StrategyChoice, ViewMode};
-use super::crop::Select;
+use super::crop::{Select, Tool};
 use super::crop_handles;
 use super::files::{OpenKind, SaveKind};
 use super::viewer;
 use crate::human_bytes;
-use splat_trainer::formats::filter::MAX_SELECTIONS;
+use splat_trainer::formats::filter::{MAX_SELECTIONS, MAX_STROKE_POINTS, Selection};
 
 /// A grid row: `label` (with its tooltip), and a combo box setting `value` to one of
 /// `choices` (value, text).
@@ -739,7 +739,7 @@ impl SplatApp {
         let nothing = matches!(source, viewer::Source::Nothing);
         self.requested_camera = self.viewport_camera(w, h);
         if let Some(camera) = self.requested_camera {
-            let keep = self.crop.keep();
+            let keep = self.crop.keep().clone();
             self.viewer.request(viewer::Request { source, camera, background: [0.0; 3], keep });
         }
         self.paint_frame(&ui.painter_at(rect), rect, pixels, nothing);
@@ -748,16 +748,18 @@ impl SplatApp {
             let center = glam::Vec2::new(rect.center().x, rect.center().y);
             let screen = super::screen::Screen { camera, center, pixels };
             self.keyframes.draw(&ui.painter_at(rect), &screen);
-            let keep = crop_handles::ui(
+            let dragged = crop_handles::ui(
                 ui,
                 rect,
-                &self.crop.keep(),
+                self.crop.keep(),
                 &screen,
                 &mut self.layout.crop_handles,
             );
-            self.crop.set(&keep);
+            if let Some(keep) = dragged {
+                self.crop.set(&keep);
+            }
         }
-        self.paint_selecting(&ui.painter_at(rect), rect);
+        self.paint_selecting(ui, &ui.painter_at(rect), rect);
         if let Some((texture, size)) = ground_truth {
             let gt_rect = egui::Rect::from_min_size(
                 rect.right_top(),
@@ -811,22 +813,36 @@ impl SplatApp {
     }
 
     /// The rectangle being drawn, and while the crop's Select is on, what a drag does.
-    fn paint_selecting(&self, painter: &egui::Painter, rect: egui::Rect) {
+    fn paint_selecting(&self, ui: &egui::Ui, painter: &egui::Painter, rect: egui::Rect) {
         let color = Color32::from_rgb(255, 190, 40);
+        let line = egui::Stroke::new(1.5, color);
         if let Some((a, b)) = self.layout.selecting {
-            let stroke = egui::Stroke::new(1.5, color);
             painter.rect_stroke(
                 egui::Rect::from_two_pos(a, b),
                 0.0,
-                stroke,
+                line,
                 egui::StrokeKind::Middle,
             );
         }
-        let what = match self.crop.select {
-            Select::Off => return,
-            Select::Hide => "Drag to hide what a rectangle holds",
-            Select::Keep => "Drag to keep only what a rectangle holds",
+        let radius = self.crop.brush_radius;
+        let paint = Color32::from_rgba_unmultiplied(255, 190, 40, 70);
+        if let [first, .., last] | [first @ last] = self.layout.stroke.as_slice() {
+            painter.add(egui::Shape::line(self.layout.stroke.clone(), (2.0 * radius, paint)));
+            painter.circle_filled(*first, radius, paint);
+            painter.circle_filled(*last, radius, paint);
+        }
+        let what = match (self.crop.select, self.crop.tool) {
+            (Select::Off, _) => return,
+            (Select::Hide, Tool::Rectangle) => "Drag to hide what a rectangle holds",
+            (Select::Keep, Tool::Rectangle) => "Drag to keep only what a rectangle holds",
+            (Select::Hide, Tool::Brush) => "Paint to hide what the brush covers",
+            (Select::Keep, Tool::Brush) => "Paint to keep only what the brush covers",
         };
+        if self.crop.tool == Tool::Brush
+            && let Some(at) = ui.input(|i| i.pointer.hover_pos()).filter(|p| rect.contains(*p))
+        {
+            painter.circle_stroke(at, radius, line);
+        }
         painter.text(
             rect.left_bottom() + Vec2::new(8.0, -8.0),
             egui::Align2::LEFT_BOTTOM,
@@ -836,9 +852,10 @@ impl SplatApp {
         );
     }
 
-    /// A rectangle drawn with the primary button while the crop's Select is on (the viewport
-    /// draws it as it goes, `paint_selecting`), a selection of the crop when it ends. `true` while it takes
-    /// the pointer (the view does not orbit).
+    /// A rectangle drawn, or a brush stroke painted, with the primary button while the crop's
+    /// Select is on (the viewport draws it as it goes, `paint_selecting`), a selection of the
+    /// crop when it ends. A stroke of [`MAX_STROKE_POINTS`] points becomes a selection and the
+    /// brush goes on in a new one. `true` while it takes the pointer (the view does not orbit).
     fn selection_input(
         &mut self,
         ui: &egui::Ui,
@@ -848,39 +865,72 @@ impl SplatApp {
         let keep = match self.crop.select {
             Select::Off => {
                 self.layout.selecting = None;
+                self.layout.stroke.clear();
                 return false;
             }
             Select::Hide => false,
             Select::Keep => true,
         };
         let primary = ui.input(|i| i.pointer.primary_down() || i.pointer.primary_released());
-        if !primary && self.layout.selecting.is_none() {
+        if !primary && self.layout.selecting.is_none() && self.layout.stroke.is_empty() {
             return false;
         }
+        let pixels = ui.ctx().pixels_per_point() * self.render_scale;
+        let center = glam::Vec2::new(rect.center().x, rect.center().y);
+        let screen =
+            self.requested_camera.map(|camera| super::screen::Screen { camera, center, pixels });
+        let point = |p: egui::Pos2| glam::Vec2::new(p.x, p.y);
+        let radius = self.crop.brush_radius;
+        let ended = response.drag_stopped() || response.clicked();
         if let Some(at) = response.interact_pointer_pos() {
-            let start = self.layout.selecting.map_or(at, |(start, _)| start);
-            self.layout.selecting = Some((start, at));
+            match self.crop.tool {
+                Tool::Rectangle => {
+                    let start = self.layout.selecting.map_or(at, |(start, _)| start);
+                    self.layout.selecting = Some((start, at));
+                }
+                Tool::Brush => {
+                    // A point a quarter of the radius on from the last, and the last always.
+                    let far =
+                        self.layout.stroke.last().is_none_or(|p| p.distance(at) >= radius / 4.0);
+                    if far || ended {
+                        self.layout.stroke.push(at);
+                    }
+                    if self.layout.stroke.len() == MAX_STROKE_POINTS && !ended {
+                        let path: Vec<_> = self.layout.stroke.iter().map(|&p| point(p)).collect();
+                        if let Some(screen) = screen {
+                            self.add_selection(screen.stroke(&path, radius, keep));
+                        }
+                        self.layout.stroke = vec![at];
+                    }
+                }
+            }
         }
-        if response.drag_stopped() || response.clicked() {
-            if let (Some((a, b)), Some(camera)) =
-                (self.layout.selecting.take(), self.requested_camera)
-            {
-                let pixels = ui.ctx().pixels_per_point() * self.render_scale;
-                let center = glam::Vec2::new(rect.center().x, rect.center().y);
-                let screen = super::screen::Screen { camera, center, pixels };
-                let corner = |p: egui::Pos2| glam::Vec2::new(p.x, p.y);
-                if (a - b).abs().min_elem() >= 2.0
-                    && !self.crop.add_selection(screen.selection(corner(a), corner(b), keep))
+        if ended {
+            if let Some(screen) = screen {
+                if let Some((a, b)) = self.layout.selecting
+                    && (point(a) - point(b)).abs().min_element() >= 2.0
                 {
-                    self.warning(format!(
-                        "The crop holds {MAX_SELECTIONS} rectangle selections already: Remove \
-                         one, Undo, or Show all."
-                    ));
+                    self.add_selection(screen.rectangle(point(a), point(b), keep));
+                }
+                if !self.layout.stroke.is_empty() {
+                    let path: Vec<_> = self.layout.stroke.iter().map(|&p| point(p)).collect();
+                    self.add_selection(screen.stroke(&path, radius, keep));
                 }
             }
             self.layout.selecting = None;
+            self.layout.stroke.clear();
         }
         true
+    }
+
+    /// Adds `selection` to the crop, or says why not.
+    fn add_selection(&mut self, selection: Selection) {
+        if !self.crop.add_selection(selection) {
+            self.warning(format!(
+                "The crop holds {MAX_SELECTIONS} selections already: Remove one, Undo, or Show \
+                 all."
+            ));
+        }
     }
 
     /// Orbit, pan, zoom, look and fly from the pointer and keys over the viewport.

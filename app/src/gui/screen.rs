@@ -2,7 +2,7 @@
 //! drawn over the viewport (the crop's handles, the camera path's keyframes) share.
 
 use glam::{DVec3, Vec2, Vec3};
-use splat_trainer::formats::filter::Selection;
+use splat_trainer::formats::filter::{Selection, Shape};
 use splat_trainer::render::Camera;
 
 /// The near plane, in scene units in front of the camera: nearer is not drawn.
@@ -83,23 +83,40 @@ impl Screen {
         (at - self.center) * self.pixels + Vec2::new(c.width as f32, c.height as f32) / 2.0
     }
 
-    /// The rectangle between screen points `a` and `b` as a selection of what this camera sees
-    /// there (`keep`: keep only that, else hide it).
-    #[must_use]
-    pub fn selection(&self, a: Vec2, b: Vec2, keep: bool) -> Selection {
+    /// Screen point `p` on the camera's image plane at depth 1.
+    fn plane(&self, p: Vec2) -> Vec2 {
         let c = &self.camera;
-        let plane = |p: Vec2| {
-            let pixel = self.pixel(p);
-            Vec2::new((pixel.x - c.cx) / c.fx, (pixel.y - c.cy) / c.fy)
-        };
-        let (lo, hi) = (plane(a).min(plane(b)), plane(a).max(plane(b)));
-        let (_, rotation, position) = c.world_from_camera.to_scale_rotation_translation();
+        let pixel = self.pixel(p);
+        Vec2::new((pixel.x - c.cx) / c.fx, (pixel.y - c.cy) / c.fy)
+    }
+
+    /// A selection of what this camera sees inside `shape` (`keep`: keep only that, else
+    /// hide it).
+    fn selection(&self, shape: Shape, keep: bool) -> Selection {
+        let (_, rotation, position) = self.camera.world_from_camera.to_scale_rotation_translation();
         Selection {
             camera_from_world: rotation.normalize().inverse().to_array(),
             position: position.to_array(),
-            rect: [lo.x, lo.y, hi.x, hi.y],
+            shape,
             keep,
         }
+    }
+
+    /// The rectangle between screen points `a` and `b` as a selection of what this camera sees
+    /// there (`keep`: keep only that, else hide it).
+    #[must_use]
+    pub fn rectangle(&self, a: Vec2, b: Vec2, keep: bool) -> Selection {
+        let (lo, hi) = (self.plane(a).min(self.plane(b)), self.plane(a).max(self.plane(b)));
+        self.selection(Shape::Rect([lo.x, lo.y, hi.x, hi.y]), keep)
+    }
+
+    /// A brush of `radius` screen points drawn through screen points `path` as a selection of
+    /// what this camera sees under it (the viewer's cameras have square pixels: fx = fy).
+    #[must_use]
+    pub fn stroke(&self, path: &[Vec2], radius: f32, keep: bool) -> Selection {
+        let points = path.iter().map(|&p| self.plane(p).to_array()).collect();
+        let radius = radius * self.pixels / self.camera.fx;
+        self.selection(Shape::Stroke { radius, points }, keep)
     }
 }
 
@@ -138,7 +155,7 @@ mod tests {
     fn a_selection_holds_what_the_screen_shows_inside_its_rectangle() {
         let s = looking_at_the_origin();
         let (a, b) = (s.center - Vec2::new(30.0, 20.0), s.center + Vec2::new(50.0, 10.0));
-        let selection = s.selection(b, a, false);
+        let selection = s.rectangle(b, a, false);
         let mut inside = 0;
         for x in -10..=10 {
             for y in -10..=10 {
@@ -162,5 +179,46 @@ mod tests {
         // The origin is at the screen's centre, inside: hidden by this one, kept by its twin.
         assert!(!selection.passes([0.0; 3]));
         assert!(Selection { keep: true, ..selection }.passes([0.0; 3]));
+    }
+
+    #[test]
+    fn a_stroke_holds_what_the_screen_shows_within_its_radius_of_the_path() {
+        let s = looking_at_the_origin();
+        // An L through the centre, 12 points wide.
+        let path =
+            [Vec2::new(-40.0, -30.0), Vec2::ZERO, Vec2::new(60.0, 0.0)].map(|p| s.center + p);
+        let radius = 12.0;
+        let selection = s.stroke(&path, radius, true);
+        let distance = |at: Vec2| {
+            path.windows(2)
+                .map(|w| {
+                    let (a, ab) = (w[0], w[1] - w[0]);
+                    let t = ((at - a).dot(ab) / ab.length_squared()).clamp(0.0, 1.0);
+                    (at - a - t * ab).length()
+                })
+                .fold(f32::INFINITY, f32::min)
+        };
+        let (mut inside, mut outside) = (0, 0);
+        for x in -20..=20 {
+            for y in -20..=20 {
+                for z in -20..=20 {
+                    let world = DVec3::new(f64::from(x), f64::from(y), f64::from(z)) * 0.15;
+                    let point = world.as_vec3().to_array();
+                    let Some(at) = s.project(world) else {
+                        assert!(!selection.contains(point), "{world} is behind the camera");
+                        continue;
+                    };
+                    // Away from the edge by a little: f32 on one side, f64 on the other.
+                    let margin = radius - distance(at);
+                    if margin.abs() > 1e-3 {
+                        assert_eq!(selection.contains(point), margin > 0.0, "{world} at {at}");
+                        inside += usize::from(margin > 0.0);
+                        outside += usize::from(margin < 0.0);
+                    }
+                }
+            }
+        }
+        assert!(inside > 100 && outside > 1000, "{inside} inside, {outside} outside");
+        assert!(selection.passes([0.0; 3]), "the origin is under the path: kept");
     }
 }

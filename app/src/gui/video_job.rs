@@ -37,7 +37,7 @@ impl VideoJob {
         settings: &RenderSettings,
         path: PathBuf,
     ) -> std::io::Result<Self> {
-        let settings = *settings;
+        let settings = settings.clone();
         let (rendered, encoded) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let cancel = Cancel::default();
         let (tx, done) = sync_channel(1);

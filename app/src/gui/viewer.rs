@@ -256,7 +256,7 @@ impl Worker {
         self.scratch_splats = self.scratch_splats.max(splats.count);
         let settings = RenderSettings {
             background: request.background,
-            keep: request.keep,
+            keep: request.keep.clone(),
             ..Default::default()
         };
         renderer.forward(&self.gpu, &splats, &camera, &settings, scratch)?;

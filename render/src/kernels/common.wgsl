@@ -40,14 +40,10 @@ struct RenderUniform {
     // Centres within sqrt(keep_sphere.w) of keep_sphere.xyz (no sphere when w < 0), and the
     // largest log-scale at most keep_size.x. keep_size.y is 1 when the box is turned about
     // its centre by the unit quaternion keep_turn (x, y, z, w); keep_size.z is the number of
-    // selections.
+    // selections (project_forward.wgsl reads them from their own buffer).
     keep_sphere: vec4<f32>,
     keep_size: vec4<f32>,
     keep_turn: vec4<f32>,
-    // The first keep_size.z rectangle selections: the camera's rotation (world to camera, a
-    // quaternion), its position (w: 1 keeps only what the rectangle holds, 0 hides it) and
-    // the rectangle (x0, y0, x1, y1) on the image plane at depth 1.
-    keep_selections: array<array<vec4<f32>, 3>, 8>,
 }
 
 // One projected splat. Keep in sync with `PROJECTED_BYTES` in kernels/mod.rs (48 bytes).

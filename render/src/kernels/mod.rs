@@ -14,7 +14,6 @@ pub mod sort;
 pub use scan::DispatchLimits;
 
 use bytemuck::{Pod, Zeroable};
-use splat_formats::filter::MAX_SELECTIONS;
 
 /// Tests of floats on their bits (finite, non-negative, safe to divide by), for kernels here
 /// and in the trainer: fast math may fold float comparisons as if NaN did not exist.
@@ -172,18 +171,14 @@ pub struct RenderUniform {
     /// Centres within `sqrt(keep_sphere.w)` of `keep_sphere.xyz` (no sphere when `w` < 0).
     pub keep_sphere: [f32; 4],
     /// Largest log-scale at most `keep_size[0]`; `keep_size[1]` is 1 when the box is turned
-    /// (`keep_turn`), else 0; `keep_size[2]` the number of selections; the rest is padding.
+    /// (`keep_turn`), else 0; `keep_size[2]` the number of selections (the projection reads
+    /// them from their own buffer: renderer.rs, `selection_rules`); the rest is padding.
     pub keep_size: [f32; 4],
     /// A turned box's rotation about its centre, a unit quaternion `[x, y, z, w]`: centres
     /// within `keep_min.xyz ..= keep_max.xyz` once turned back.
     pub keep_turn: [f32; 4],
-    /// The rectangle selections (`Filter::selections`), the first `keep_size[2]` of them:
-    /// each the camera's rotation (world to camera, a quaternion `[x, y, z, w]`), its
-    /// position (`w` 1 when the selection keeps only what it holds, 0 when it hides it) and
-    /// the rectangle `[x0, y0, x1, y1]` on the image plane at depth 1.
-    pub keep_selections: [[[f32; 4]; 3]; MAX_SELECTIONS],
 }
-const _: () = assert!(size_of::<RenderUniform>() == 640);
+const _: () = assert!(size_of::<RenderUniform>() == 256);
 
 /// Uniform of the intersection kernels. Keep in sync with intersect.wgsl.
 #[repr(C)]

@@ -14,6 +14,13 @@
 // [unused, intersections, least depth bits, greatest depth bits, times the intersections
 // passed 2^32]; the caller resets it.
 @group(0) @binding(12) var<storage, read_write> totals: array<atomic<u32>, 5>;
+// The filter's selections (renderer.rs, `selection_rules`), u.keep_size.z of them, four vec4s
+// each: the camera's rotation (world to camera, a quaternion x, y, z, w); its position (w: 1
+// keeps only what the shape holds, 0 hides it); the rectangle (x0, y0, x1, y1) on the image
+// plane at depth 1 (a stroke's bounds); a stroke's first point (the index of the vec4 holding
+// it, as bits), its number of points (as bits; 0 for a rectangle) and its radius. The strokes'
+// points follow, two to a vec4. Never empty (a placeholder when there is no selection).
+@group(0) @binding(13) var<storage, read> selections: array<vec4<f32>>;
 
 const GROUP: u32 = 256u;
 
@@ -79,22 +86,57 @@ fn kept(i: u32) -> bool {
         && max(s.x, max(s.y, s.z)) <= u.keep_size.x && passes_selections(m);
 }
 
-// Whether centre `m` passes every rectangle selection: inside the ones that keep, outside
-// the ones that hide. As the CPU's `Selection::contains` (in f64), up to an ulp or so at a
-// rectangle's edge.
+// Whether centre `m` passes every selection: inside the ones that keep, outside the ones
+// that hide. As the CPU's `Selection::contains` (in f64), up to an ulp or so at a shape's
+// edge.
 fn passes_selections(m: vec3<f32>) -> bool {
-    let count = min(u32(u.keep_size.z), 8u);
+    let count = u32(u.keep_size.z);
     for (var k = 0u; k < count; k++) {
-        let position = u.keep_selections[k][1];
-        let r = u.keep_selections[k][2];
-        let c = rotate(u.keep_selections[k][0], m - position.xyz);
-        let inside = c.z > 0.0 && r.x * c.z <= c.x && c.x <= r.z * c.z && r.y * c.z <= c.y
-            && c.y <= r.w * c.z;
-        if inside != (position.w == 1.0) {
+        let position = selections[4u * k + 1u];
+        let c = rotate(selections[4u * k], m - position.xyz);
+        if in_selection(4u * k, c) != (position.w == 1.0) {
             return false;
         }
     }
     return true;
+}
+
+// Whether camera-space point `c` is inside the shape of the selection at `base`: within its
+// rectangle, and for a stroke within its radius of the path through its points.
+fn in_selection(base: u32, c: vec3<f32>) -> bool {
+    let r = selections[base + 2u];
+    let in_rect = c.z > 0.0 && r.x * c.z <= c.x && c.x <= r.z * c.z && r.y * c.z <= c.y
+        && c.y <= r.w * c.z;
+    let stroke = selections[base + 3u];
+    let first = bitcast<u32>(stroke.x);
+    let points = bitcast<u32>(stroke.y);
+    if !in_rect || points == 0u {
+        return in_rect;
+    }
+    let at = c.xy / c.z;
+    // Each segment from point p to the next; one point is a segment of no length.
+    for (var p = 0u; p < max(points, 2u) - 1u; p++) {
+        let a = stroke_point(first, p);
+        let b = stroke_point(first, min(p + 1u, points - 1u));
+        let ab = b - a;
+        let ap = at - a;
+        let length2 = dot(ab, ab);
+        var t = 0.0;
+        if length2 > 0.0 {
+            t = clamp(dot(ap, ab) / length2, 0.0, 1.0);
+        }
+        let d = ap - t * ab;
+        if dot(d, d) <= stroke.z * stroke.z {
+            return true;
+        }
+    }
+    return false;
+}
+
+// Point `p` of the stroke whose points start in vec4 `first`, two to a vec4.
+fn stroke_point(first: u32, p: u32) -> vec2<f32> {
+    let pair = selections[first + p / 2u];
+    return select(pair.xy, pair.zw, p % 2u == 1u);
 }
 
 // Whether centre `m` is inside the frame's crop box. A turned box turns `m` back about the

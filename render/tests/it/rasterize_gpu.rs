@@ -192,7 +192,7 @@ fn forward_matches_reference_on_real_scenes() {
 /// floor, surface, face or limit may go either way; none of this scene's are.
 #[test]
 fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
-    use splat_formats::filter::{CropBox, CropSphere, Filter, Selection};
+    use splat_formats::filter::{CropBox, CropSphere, Filter, Selection, Shape};
     let gpu = Gpu::new();
     let splats = real_scene("splats/inria-ply/lod4-tile-489.ply");
     let cam = look_at_scene(&splats, 96, 72);
@@ -221,25 +221,43 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
         turn: [30.0, -20.0, 10.0],
         ..CropBox::aligned(center.map(|c| c - radius), center.map(|c| c + radius))
     };
-    let selected = |keep: bool| {
-        let (_, rotation, position) = cam.world_from_camera.to_scale_rotation_translation();
-        let plane = |u: f32, v: f32| [(u - cam.cx) / cam.fx, (v - cam.cy) / cam.fy];
-        let ([x0, y0], [x1, y1]) = (
-            plane(cam.width as f32 * 0.3, cam.height as f32 * 0.25),
-            plane(cam.width as f32 * 0.7, cam.height as f32 * 0.6),
-        );
+    let (_, rotation, position) = cam.world_from_camera.to_scale_rotation_translation();
+    // Pixel (u, v) of the camera's image, as fractions of its size, on its image plane.
+    let plane = |u: f32, v: f32| {
+        [(u * cam.width as f32 - cam.cx) / cam.fx, (v * cam.height as f32 - cam.cy) / cam.fy]
+    };
+    let selection = |shape: Shape, keep: bool| Selection {
+        camera_from_world: rotation.inverse().to_array(),
+        position: position.to_array(),
+        shape,
+        keep,
+    };
+    let selected = |shapes: Vec<(Shape, bool)>| {
         let mut filter = Filter::default();
-        filter.add_selection(Selection {
-            camera_from_world: rotation.inverse().to_array(),
-            position: position.to_array(),
-            rect: [x0, y0, x1, y1],
-            keep,
-        });
+        for (shape, keep) in shapes {
+            assert!(filter.add_selection(selection(shape, keep)));
+        }
         filter
     };
+    let ([x0, y0], [x1, y1]) = (plane(0.3, 0.25), plane(0.7, 0.6));
+    let rect = Shape::Rect([x0, y0, x1, y1]);
+    // A zigzag over the image (an odd number of points, so one vec4 holds one point) and a
+    // dot, the brush a twelfth of the image wide.
+    let brush = 0.04 * cam.width as f32 / cam.fx;
+    let zigzag = Shape::Stroke {
+        radius: brush,
+        points: vec![
+            plane(0.1, 0.3),
+            plane(0.3, 0.7),
+            plane(0.5, 0.3),
+            plane(0.7, 0.7),
+            plane(0.9, 0.3),
+        ],
+    };
+    let dot = Shape::Stroke { radius: 2.0 * brush, points: vec![plane(0.5, 0.5)] };
     let box_only = Filter { crop_box: Some(crop_box), ..Filter::default() };
     for keep in [
-        box_only,
+        box_only.clone(),
         Filter { min_opacity: Some(0.5), ..Filter::default() },
         Filter { min_opacity: Some(0.3), ..box_only },
         Filter { crop_sphere: Some(CropSphere { center, radius }), ..Filter::default() },
@@ -247,13 +265,16 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
         // A cube around the sphere, turned about each axis.
         Filter { crop_box: Some(turned), ..Filter::default() },
         // The middle of the camera's image hidden, then kept alone.
-        selected(false),
-        selected(true),
+        selected(vec![(rect.clone(), false)]),
+        selected(vec![(rect, true)]),
+        // A brush stroke kept alone but for a dot hidden in it, then hidden.
+        selected(vec![(zigzag.clone(), true), (dot, false)]),
+        selected(vec![(zigzag, false)]),
     ] {
         let mut kept = splats.clone();
         let counts = keep.apply(&mut kept);
         assert!(counts.kept > 20 && counts.kept < splats.len(), "{keep:?}: {counts:?}");
-        let settings = RenderSettings { keep, ..RenderSettings::default() };
+        let settings = RenderSettings { keep: keep.clone(), ..RenderSettings::default() };
         let filtered = gpu.render(&splats, &cam, &settings);
         let expected = gpu.render(&kept, &cam, &RenderSettings::default());
         let worst = filtered

@@ -207,7 +207,9 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
     }
     // Half with a crop, each of its rules there or not (drawn after the rest, likewise).
     if rng.below(2) == 1 {
-        use splat_formats::filter::{CropBox, CropSphere};
+        use splat_formats::filter::{
+            CropBox, CropSphere, MAX_SELECTIONS, MAX_STROKE_POINTS, Selection, Shape,
+        };
         let mut three = || [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()];
         let (min, max, center) = (three(), three(), three());
         checkpoint.crop = splat_formats::filter::Filter {
@@ -216,7 +218,7 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
                 .then(|| CropSphere { center, radius: rng.f32_not_nan() }),
             min_opacity: (rng.below(2) == 1).then(|| rng.f32_not_nan()),
             max_size: (rng.below(2) == 1).then(|| rng.f32_not_nan()),
-            selections: Default::default(),
+            selections: Vec::new(),
         };
         // Half the boxes turned, and up to all the selections (drawn last, likewise).
         if let Some(crop_box) = checkpoint.crop.crop_box.as_mut()
@@ -224,14 +226,31 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
         {
             crop_box.turn = [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()];
         }
-        for _ in 0..rng.below(splat_formats::filter::MAX_SELECTIONS as u64 + 1) {
+        // Rectangles and strokes: a few, or a quarter of the time as many as a filter holds;
+        // strokes of a few points, or a quarter of the time the most.
+        let few_or = |rng: &mut Rng, most: usize| match rng.below(4) {
+            0 => most,
+            _ => 1 + rng.below(4) as usize,
+        };
+        let selections = few_or(rng, MAX_SELECTIONS);
+        for _ in 0..selections {
             let mut four = || std::array::from_fn(|_| rng.f32_not_nan());
             let (camera_from_world, rect) = (four(), four());
             let position = [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()];
             let keep = rng.below(2) == 1;
-            let selection =
-                splat_formats::filter::Selection { camera_from_world, position, rect, keep };
-            assert!(checkpoint.crop.add_selection(selection));
+            let shape = if rng.below(2) == 1 {
+                Shape::Rect(rect)
+            } else {
+                let points = few_or(rng, MAX_STROKE_POINTS);
+                let points = (0..points).map(|_| [rng.f32_not_nan(), rng.f32_not_nan()]).collect();
+                Shape::Stroke { radius: rng.f32_not_nan(), points }
+            };
+            assert!(checkpoint.crop.add_selection(Selection {
+                camera_from_world,
+                position,
+                shape,
+                keep
+            }));
         }
     }
     checkpoint
@@ -393,7 +412,10 @@ fn bit_flips_are_refused() {
 
 #[test]
 fn absurd_header_lengths_fail_fast() {
-    let bytes = to_bytes(&random_checkpoint(&mut Rng(SplitMix64::new(7)), 10, 0, false));
+    // Without its crop (seed 7 draws strokes of hundreds of points): a small file.
+    let mut checkpoint = random_checkpoint(&mut Rng(SplitMix64::new(7)), 10, 0, false);
+    checkpoint.crop = splat_formats::filter::Filter::default();
+    let bytes = to_bytes(&checkpoint);
     assert!(bytes.len() < 8192, "a small file: {} bytes", bytes.len());
     let patch = |offset: usize, value: &[u8], fix_checksum: bool| {
         let mut patched = bytes.clone();
@@ -519,6 +541,44 @@ fn metadata_from_a_newer_build_says_so() {
     let broken = with_metadata(&bytes, |doc| doc["step"] = "many".into());
     let error = root(checkpoint::read(&broken));
     assert!(matches!(error, CheckpointError::Metadata(_)), "{error}");
+}
+
+/// A crop no filter holds (too many selections, a stroke of no points, a selection that is
+/// both a rectangle and a stroke) is refused as damaged, in words naming what is wrong.
+#[test]
+fn a_crop_no_filter_holds_is_refused_in_words() {
+    use splat_formats::filter::{MAX_SELECTIONS, Selection, Shape};
+    let mut checkpoint = random_checkpoint(&mut Rng(SplitMix64::new(9)), 3, 1, false);
+    checkpoint.crop = splat_formats::filter::Filter::default();
+    let stroke = Shape::Stroke { radius: 0.1, points: vec![[0.0, 0.0], [0.5, 0.5]] };
+    let selection = Selection {
+        camera_from_world: [0.0, 0.0, 0.0, 1.0],
+        position: [0.0; 3],
+        shape: stroke,
+        keep: false,
+    };
+    assert!(checkpoint.crop.add_selection(selection));
+    let bytes = to_bytes(&checkpoint);
+    let many = with_metadata(&bytes, |doc| {
+        let one = doc["crop"]["selections"][0].clone();
+        doc["crop"]["selections"] = vec![one; MAX_SELECTIONS + 1].into();
+    });
+    let empty = with_metadata(&bytes, |doc| {
+        doc["crop"]["selections"][0]["stroke"]["points"] = Vec::<f32>::new().into();
+    });
+    let both = with_metadata(&bytes, |doc| {
+        let four = doc["crop"]["selections"][0]["camera_from_world"].clone();
+        doc["crop"]["selections"][0]["rect"] = four;
+    });
+    for (file, says) in [
+        (many, "its crop holds 65 selections, more than 64"),
+        (empty, "its crop's selection 1 is a stroke of 0 points"),
+        (both, "its crop's selection 1 is not exactly one of a rectangle and a stroke"),
+    ] {
+        let error = root(checkpoint::read(&file));
+        assert!(matches!(&error, CheckpointError::Damaged(_)), "{error}");
+        assert!(error.to_string().contains(says), "{error}");
+    }
 }
 
 #[test]

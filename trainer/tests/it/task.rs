@@ -100,7 +100,7 @@ fn a_run_goes_through_the_states_and_leaves_nothing() {
         max_size: Some(0.25),
         ..Filter::default()
     };
-    task.send(Command::SaveCheckpoint { path: dir.join("run.ckpt"), crop }).unwrap();
+    task.send(Command::SaveCheckpoint { path: dir.join("run.ckpt"), crop: crop.clone() }).unwrap();
     let events = until(&task, |e| matches!(e, Event::CheckpointSaved(_) | Event::Error(_)));
     assert!(matches!(events.last(), Some(Event::CheckpointSaved(_))), "{events:?}");
     // The viewer slot holds a copy of the paused run's splats, owned by the viewer.
