@@ -81,11 +81,11 @@ pub fn run(
     let mut splats = read_scene(input)?;
     let mut filter = filter.clone();
     if drop_floaters {
-        // The box around the dense scene (clap keeps --crop-box out).
-        filter.crop_box = splat_trainer::formats::filter::dense_region(&splats);
-        if filter.crop_box.is_none() {
+        filter.scene_cells = splat_trainer::formats::filter::scene_cells(&splats);
+        if filter.scene_cells.is_none() {
             bail!(
-                "--drop-floaters: {} has too few splats to tell floaters from the scene",
+                "--drop-floaters: {} has too few splats, or too spread out, to tell floaters \
+                 from the scene",
                 input.display()
             );
         }
@@ -95,8 +95,7 @@ pub fn run(
         let counts = filter.apply(&mut splats);
         let mut removed = Vec::new();
         if let Some(crop_box) = filter.crop_box {
-            let what = if drop_floaters { "the dense scene's box" } else { "the box" };
-            removed.push(format!("{} outside {what} {crop_box}", counts.outside_box));
+            removed.push(format!("{} outside the box {crop_box}", counts.outside_box));
         }
         if let Some(sphere) = filter.crop_sphere {
             removed.push(format!("{} outside the sphere {sphere}", counts.outside_sphere));
@@ -106,6 +105,9 @@ pub fn run(
         }
         if let Some(max_size) = filter.max_size {
             removed.push(format!("{} larger than {max_size}", counts.above_size));
+        }
+        if filter.scene_cells.is_some() {
+            removed.push(format!("{} likely floaters apart from the dense scene", counts.floaters));
         }
         eprintln!("kept {} of {read} splats: {}", counts.kept, removed.join(", "));
         if splats.is_empty() {

@@ -203,10 +203,10 @@ enum Command {
         /// then y, then z (the window's crop shows the box's turn this way).
         #[arg(long, allow_hyphen_values = true, value_parser = splat_trainer::formats::filter::parse_turn)]
         crop_box_turn: Option<[f32; 3]>,
-        /// Leave out likely floaters: keep only the splats in the box around the dense scene
-        /// (cells of splats that touch, groups of at least 2% of them; small clusters apart
-        /// from it are dropped).
-        #[arg(long, conflicts_with = "crop_box")]
+        /// Leave out likely floaters: keep only the splats in the dense scene's cells (cells of
+        /// splats that touch, groups of at least 2% of them, and the cells touching those;
+        /// small clusters apart from it are dropped, between parts of the scene too).
+        #[arg(long)]
         drop_floaters: bool,
         /// Keep only splats whose centre is inside this ball: x,y,z,radius in the scene's
         /// coordinates (the surface included).

@@ -6,6 +6,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::Splats;
 
@@ -301,6 +302,8 @@ pub struct Filter {
     /// Shapes drawn over views, each hiding what it holds or keeping only that, in the order
     /// drawn; at most [`MAX_SELECTIONS`] (`add_selection`).
     pub selections: Vec<Selection>,
+    /// Keep only splats whose centre is in the dense scene's cells (likely floaters hidden).
+    pub scene_cells: Option<SceneCells>,
 }
 
 /// How many splats each rule of a [`Filter`] removed (a splat outside the box is counted there
@@ -313,6 +316,7 @@ pub struct Filtered {
     pub below_opacity: usize,
     pub above_size: usize,
     pub selected_out: usize,
+    pub floaters: usize,
 }
 
 impl Filter {
@@ -359,6 +363,9 @@ impl Filter {
                 } else if self.selections.iter().any(|s| !s.passes(splats.means[i])) {
                     counts.selected_out += 1;
                     false
+                } else if self.scene_cells.as_ref().is_some_and(|c| !c.contains(splats.means[i])) {
+                    counts.floaters += 1;
+                    false
                 } else {
                     counts.kept += 1;
                     true
@@ -371,23 +378,66 @@ impl Filter {
 }
 
 /// Cells along the centres' robust extent (their 2nd to 98th percentile on the longest axis)
-/// that [`dense_region`] groups splats by, at most: fewer where there are fewer than 64³
+/// that [`scene_cells`] groups splats by, at most: fewer where there are fewer than 64³
 /// splats (the cube root of the count), so a sparse scene's cells still touch.
 const DENSE_CELLS: f64 = 64.0;
 /// The share of the splats a group of touching cells needs to count as scene, not floaters.
 const DENSE_SHARE: f64 = 0.02;
+/// Cells a [`SceneCells`] grid holds at most (2 MiB of bits).
+pub const MAX_SCENE_CELLS: u64 = 1 << 24;
 
-/// The box around the dense scene, leaving out "likely floaters": small clusters of splats
-/// apart from it. The centres are binned in cubic cells (1/64 of their robust extent, the
-/// 2nd to 98th percentile, so a few far floaters do not coarsen the grid; coarser for fewer
-/// than 64³ splats); cells that touch
-/// (26 neighbours) form groups; the groups holding at least 2% of the splats (and the largest,
-/// always) are the scene, and the box is their splats' bounds. Floaters inside that box stay:
-/// it is a crop, previewed and undone like one. `None` for fewer than two splats with finite
-/// centres.
+/// A grid of cubic cells and which of them hold the scene ([`scene_cells`]): a splat is
+/// inside when its centre's cell is one of them. The cell of a point `p` is
+/// `floor((p − origin) · scale)` on each axis, in f32 (a subtraction and a multiplication,
+/// both correctly rounded in WGSL as here, so the GPU's cull picks the same cell).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SceneCells {
+    /// The corner of cell (0, 0, 0).
+    pub origin: [f32; 3],
+    /// Cells per world unit.
+    pub scale: f32,
+    pub dims: [u32; 3],
+    /// One bit a cell, x fastest, then y, then z: cell `i` is bit `i % 32` of word `i / 32`.
+    /// Shared: the window copies its crop every frame.
+    pub bits: Arc<[u32]>,
+}
+
+impl SceneCells {
+    /// Whether `point`'s cell holds scene.
+    #[must_use]
+    pub fn contains(&self, point: [f32; 3]) -> bool {
+        let mut index = 0u64;
+        for axis in (0..3).rev() {
+            let c = ((point[axis] - self.origin[axis]) * self.scale).floor();
+            // NaN and cells off the grid are outside.
+            if !(c >= 0.0 && c < self.dims[axis] as f32) {
+                return false;
+            }
+            index = index * u64::from(self.dims[axis]) + c as u64;
+        }
+        let word = self.bits.get((index / 32) as usize).copied().unwrap_or(0);
+        word >> (index % 32) & 1 == 1
+    }
+
+    /// Cells holding scene.
+    #[must_use]
+    pub fn count(&self) -> usize {
+        self.bits.iter().map(|w| w.count_ones() as usize).sum()
+    }
+}
+
+/// The cells of the dense scene, leaving out "likely floaters": small clusters of splats
+/// apart from it, wherever they are (between parts of the scene too). The centres are binned
+/// in cubic cells (1/64 of their robust extent, the 2nd to 98th percentile, so a few far
+/// floaters do not coarsen the grid; coarser for fewer than 64³ splats); cells that touch (26
+/// neighbours) form groups; the groups holding at least 2% of the splats (and the largest,
+/// always) are the scene. The grid keeps their cells and every cell touching them, so that a
+/// splat training adds at the scene's edge stays, and so that f32 rounding (one cell at most)
+/// never hides a scene splat. `None` for fewer than two splats with finite centres, or a
+/// scene whose cells would span more than 2^24 cells.
 #[must_use]
-pub fn dense_region(splats: &Splats) -> Option<CropBox> {
-    use std::collections::HashMap;
+pub fn scene_cells(splats: &Splats) -> Option<SceneCells> {
+    use std::collections::{HashMap, HashSet};
     let centres: Vec<[f64; 3]> = splats
         .means
         .iter()
@@ -409,31 +459,25 @@ pub fn dense_region(splats: &Splats) -> Option<CropBox> {
     // Each occupied cell's number and splat count.
     let mut numbers: HashMap<[i64; 3], usize> = HashMap::new();
     let mut counts: Vec<usize> = Vec::new();
-    let splat_cells: Vec<usize> = centres
-        .iter()
-        .map(|c| {
-            let next = numbers.len();
-            let number = *numbers.entry(cell_of(c)).or_insert(next);
-            if number == counts.len() {
-                counts.push(0);
-            }
-            counts[number] += 1;
-            number
-        })
-        .collect();
+    for c in &centres {
+        let next = numbers.len();
+        let number = *numbers.entry(cell_of(c)).or_insert(next);
+        if number == counts.len() {
+            counts.push(0);
+        }
+        counts[number] += 1;
+    }
+    let neighbours = |cell: [i64; 3]| {
+        (0..27).map(move |k| [cell[0] + k % 3 - 1, cell[1] + k / 3 % 3 - 1, cell[2] + k / 9 - 1])
+    };
     // Union-find over touching cells.
     let mut parent: Vec<usize> = (0..counts.len()).collect();
     for (&cell, &number) in &numbers {
-        for dx in -1..=1 {
-            for dy in -1..=1 {
-                for dz in -1..=1 {
-                    let neighbour = [cell[0] + dx, cell[1] + dy, cell[2] + dz];
-                    if let Some(&other) = numbers.get(&neighbour) {
-                        let (a, b) = (root(&mut parent, number), root(&mut parent, other));
-                        // The smaller number roots: the same groups in any iteration order.
-                        parent[a.max(b)] = a.min(b);
-                    }
-                }
+        for neighbour in neighbours(cell) {
+            if let Some(&other) = numbers.get(&neighbour) {
+                let (a, b) = (root(&mut parent, number), root(&mut parent, other));
+                // The smaller number roots: the same groups in any iteration order.
+                parent[a.max(b)] = a.min(b);
             }
         }
     }
@@ -443,26 +487,31 @@ pub fn dense_region(splats: &Splats) -> Option<CropBox> {
     }
     let largest = group_counts.iter().copied().max().unwrap_or(0);
     let needed = (DENSE_SHARE * centres.len() as f64).ceil() as usize;
-    let mut bounds = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
-    for (c, &number) in centres.iter().zip(&splat_cells) {
-        let group = group_counts[root(&mut parent, number)];
-        if group >= needed.min(largest) {
-            for (axis, &v) in c.iter().enumerate() {
-                bounds.0[axis] = bounds.0[axis].min(v);
-                bounds.1[axis] = bounds.1[axis].max(v);
-            }
+    // The scene's cells and those touching them.
+    let mut kept: HashSet<[i64; 3]> = HashSet::new();
+    for (&cell, &number) in &numbers {
+        if group_counts[root(&mut parent, number)] >= needed.min(largest) {
+            kept.extend(neighbours(cell));
         }
     }
-    // Rounded outwards, so every scene splat's f32 centre is inside.
-    let outward = |v: f64, up: bool| {
-        let f = v as f32;
-        match (up, f64::from(f) < v, f64::from(f) > v) {
-            (true, true, _) => f.next_up(),
-            (false, _, true) => f.next_down(),
-            _ => f,
-        }
-    };
-    Some(CropBox::aligned(bounds.0.map(|v| outward(v, false)), bounds.1.map(|v| outward(v, true))))
+    let lo: [i64; 3] = std::array::from_fn(|a| kept.iter().map(|c| c[a]).min().unwrap_or(0));
+    let hi: [i64; 3] = std::array::from_fn(|a| kept.iter().map(|c| c[a]).max().unwrap_or(0));
+    let dims: [u64; 3] = std::array::from_fn(|a| (hi[a] - lo[a] + 1) as u64);
+    if dims.iter().product::<u64>() > MAX_SCENE_CELLS {
+        return None;
+    }
+    let mut bits = vec![0u32; dims.iter().product::<u64>().div_ceil(32) as usize];
+    for cell in &kept {
+        let [x, y, z] = std::array::from_fn(|a| (cell[a] - lo[a]) as u64);
+        let index = x + dims[0] * (y + dims[1] * z);
+        bits[(index / 32) as usize] |= 1 << (index % 32);
+    }
+    Some(SceneCells {
+        origin: lo.map(|l| (l as f64 * cell_size) as f32),
+        scale: (1.0 / cell_size) as f32,
+        dims: dims.map(|d| d as u32),
+        bits: bits.into(),
+    })
 }
 
 /// The root of `i`'s tree in a union-find forest, halving the path on the way.
@@ -703,7 +752,7 @@ mod tests {
     }
 
     #[test]
-    fn the_dense_region_leaves_out_small_far_clusters() {
+    fn the_scene_cells_leave_out_small_clusters_wherever_they_are() {
         fn push(s: &mut Splats, m: [f32; 3]) {
             s.means.push(m);
             s.log_scales.push([0.0; 3]);
@@ -711,29 +760,36 @@ mod tests {
             s.opacity_logits.push(0.0);
             s.sh_dc.push([0.0; 3]);
         }
+        // Two unit cubes of scene, 3 apart on x, with small clusters far away and one between
+        // them (inside the box around the scene).
         let mut s = Splats::with_capacity(0, 0);
         let mut rng = crate::random::SplitMix64::new(7);
-        for _ in 0..5000 {
-            push(&mut s, [rng.next_f32(), rng.next_f32(), rng.next_f32()]);
+        for offset in [0.0, 3.0] {
+            for _ in 0..5000 {
+                push(&mut s, [offset + rng.next_f32(), rng.next_f32(), rng.next_f32()]);
+            }
         }
-        for centre in [[5.0, 0.0, 0.0], [0.0, -4.0, 3.0], [-6.0, 6.0, -6.0]] {
+        let floaters = [[8.0, 0.0, 0.0], [0.0, -4.0, 3.0], [-6.0, 6.0, -6.0], [2.0, 0.5, 0.5]];
+        for centre in floaters {
             for _ in 0..20 {
                 push(&mut s, std::array::from_fn(|a| centre[a] + 0.01 * rng.next_f32()));
             }
         }
-        let region = dense_region(&s).expect("a region");
-        for axis in 0..3 {
-            assert!(region.min[axis] >= 0.0 && region.min[axis] < 0.01, "{region}");
-            assert!(region.max[axis] <= 1.0 && region.max[axis] > 0.99, "{region}");
-        }
+        let cells = scene_cells(&s).expect("the scene's cells");
         let mut kept = s.clone();
-        let counts = Filter { crop_box: Some(region), ..Filter::default() }.apply(&mut kept);
-        assert_eq!((counts.kept, counts.outside_box), (5000, 60));
-        // A cluster just past the cube's face touches it: scene, not floaters.
+        let counts =
+            Filter { scene_cells: Some(cells.clone()), ..Filter::default() }.apply(&mut kept);
+        assert_eq!((counts.kept, counts.floaters), (10_000, 80), "{counts:?}");
+        // Splats a run adds at the scene's surface stay; a new cluster far away does not.
+        assert!(cells.contains([1.01, 0.5, 0.5]) && cells.contains([3.5, 1.01, -0.01]));
+        assert!(!cells.contains([1.5, 0.5, 0.5]) && !cells.contains([f32::NAN, 0.5, 0.5]));
+        // A cluster just past a cube's face touches it: scene, not floaters.
         for _ in 0..20 {
             push(&mut s, [1.0 + 0.01 * rng.next_f32(), 0.5, 0.5]);
         }
-        assert!(dense_region(&s).expect("a region").max[0] > 1.0);
-        assert_eq!(dense_region(&Splats::with_capacity(0, 0)), None);
+        let mut kept = s.clone();
+        let counts = Filter { scene_cells: scene_cells(&s), ..Filter::default() }.apply(&mut kept);
+        assert_eq!((counts.kept, counts.floaters), (10_020, 80), "{counts:?}");
+        assert_eq!(scene_cells(&Splats::with_capacity(0, 0)), None);
     }
 }

@@ -364,14 +364,13 @@ impl Renderer {
         scratch.ensure(ctx, self, n, camera.width * camera.height)?;
         let render = render_uniform(splats, camera, settings, (tiles_x, tiles_y));
         self.write_window_uniforms(ctx, &scratch.uniform, &render);
-        let rules = selection_rules(&settings.keep);
+        let rules = filter_rules(&settings.keep);
         if !rules.is_empty() {
             let bytes = size_of_val(rules.as_slice()) as u64;
-            if scratch.selections.size() < bytes {
-                scratch.selections =
-                    scratch_buffer(ctx, "selections", bytes, PARAMS, scratch.owner)?;
+            if scratch.rules.size() < bytes {
+                scratch.rules = scratch_buffer(ctx, "filter rules", bytes, PARAMS, scratch.owner)?;
             }
-            ctx.queue.write_buffer(&scratch.selections, 0, bytemuck::cast_slice(&rules));
+            ctx.queue.write_buffer(&scratch.rules, 0, bytemuck::cast_slice(&rules));
         }
         let intersect = IntersectUniform {
             num_splats: n,
@@ -660,7 +659,7 @@ impl Renderer {
                 rows_binding(&scratch.tiles_touched, 4, &window),
                 rows_binding(&scratch.counts, 4, &window),
                 scratch.totals.as_entire_buffer_binding(),
-                scratch.selections.as_entire_buffer_binding(),
+                scratch.rules.as_entire_buffer_binding(),
             ];
             let key = ("project_forward", 0, w);
             let bind = bind_group(ctx, scratch, &self.project_forward, key, &buffers);
@@ -988,7 +987,7 @@ fn render_uniform(
             settings.keep.max_size.map_or(f32::MAX, |m| m.max(f32::MIN_POSITIVE).ln()),
             f32::from(u8::from(settings.keep.crop_box.is_some_and(|b| b.is_turned()))),
             settings.keep.selections.len() as f32,
-            0.0,
+            cells_rule(&settings.keep),
         ],
         keep_turn: settings
             .keep
@@ -997,11 +996,13 @@ fn render_uniform(
     }
 }
 
-/// A filter's selections as `project_forward.wgsl` reads them (`selections`): four vec4s each —
-/// the camera's rotation, its position and keep flag, the shape's bounds on the image plane at
-/// depth 1, and a stroke's first point (the vec4 holding it), point count (both as bits) and
-/// radius — then the strokes' points, two to a vec4. Empty when there is no selection.
-fn selection_rules(keep: &Filter) -> Vec<[f32; 4]> {
+/// A filter's selections and scene cells as `project_forward.wgsl` reads them (`rules`):
+/// four vec4s a selection — the camera's rotation, its position and keep flag, the shape's
+/// bounds on the image plane at depth 1, and a stroke's first point (the vec4 holding it),
+/// point count (both as bits) and radius — then the strokes' points, two to a vec4; then the
+/// scene cells (`cells_rule`). Empty when the filter has neither.
+fn filter_rules(keep: &Filter) -> Vec<[f32; 4]> {
+    let bits = |v: usize| f32::from_bits(u32::try_from(v).unwrap_or(u32::MAX));
     let mut points_at = 4 * keep.selections.len();
     let mut rules = Vec::with_capacity(points_at);
     let mut points: Vec<[f32; 4]> = Vec::new();
@@ -1016,7 +1017,6 @@ fn selection_rules(keep: &Filter) -> Vec<[f32; 4]> {
                     [a[0], a[1], b[0], b[1]]
                 }));
                 points_at += path.len().div_ceil(2);
-                let bits = |v: usize| f32::from_bits(u32::try_from(v).unwrap_or(u32::MAX));
                 [bits(first), bits(path.len()), *radius, 0.0]
             }
         };
@@ -1028,7 +1028,33 @@ fn selection_rules(keep: &Filter) -> Vec<[f32; 4]> {
         ]);
     }
     rules.extend(points);
+    if let Some(cells) = &keep.scene_cells {
+        let [x, y, z] = cells.origin;
+        let [dx, dy, dz] = cells.dims.map(f32::from_bits);
+        rules.extend([[x, y, z, cells.scale], [dx, dy, dz, 0.0]]);
+        rules.extend(
+            cells
+                .bits
+                .chunks(4)
+                .map(|w| std::array::from_fn(|k| f32::from_bits(w.get(k).copied().unwrap_or(0)))),
+        );
+    }
     rules
+}
+
+/// [`RenderUniform::keep_size`]`[3]`: where the scene cells start in [`filter_rules`], plus
+/// one (0: no cells).
+fn cells_rule(keep: &Filter) -> f32 {
+    let selections = 4 * keep.selections.len();
+    let points: usize = keep
+        .selections
+        .iter()
+        .map(|s| match &s.shape {
+            Shape::Rect(_) => 0,
+            Shape::Stroke { points, .. } => points.len().div_ceil(2),
+        })
+        .sum();
+    keep.scene_cells.as_ref().map_or(0.0, |_| (selections + points + 1) as f32)
 }
 
 /// [`RenderUniform::keep_min`] of a filter: the box's least corner and the opacity floor as a
@@ -1194,9 +1220,9 @@ pub struct FrameScratch {
     /// ([`Renderer::prepare_bands`]).
     depth_ordered: bool,
     uniform: GpuBuffer,
-    /// The frame's selections as the projection reads them (`selection_rules`), grown to the
-    /// largest filter drawn.
-    selections: GpuBuffer,
+    /// The frame's selections and scene cells as the projection reads them (`filter_rules`),
+    /// grown to the largest filter drawn.
+    rules: GpuBuffer,
     intersect_uniform: GpuBuffer,
     total: GpuBuffer,
     /// [`FrameCounts`] as the projection adds them up (visible left 0: the scan's total).
@@ -1411,7 +1437,7 @@ impl FrameScratch {
                 PARAMS,
                 owner,
             )?,
-            selections: scratch_buffer(ctx, "selections", 0, PARAMS, owner)?,
+            rules: scratch_buffer(ctx, "filter rules", 0, PARAMS, owner)?,
             intersect_uniform: scratch_buffer(
                 ctx,
                 "intersect uniform",

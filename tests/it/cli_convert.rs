@@ -205,16 +205,16 @@ fn convert_keeps_the_splats_in_the_crop_box_above_the_opacity_floor() {
     assert_eq!(splats(&output).means, kept);
     assert!(stderr.contains("outside the sphere") && stderr.contains("larger than"), "{stderr}");
 
-    // --drop-floaters: the splats in the box around the dense scene, most of them.
+    // --drop-floaters: the splats in the dense scene's cells, most of them.
     let output = dir.join("dense.ply");
     let (ok, stderr) = convert_with(&input, &output, &["--drop-floaters"]);
     assert!(ok, "{stderr}");
-    let region = splat_trainer::formats::filter::dense_region(&original).expect("a region");
+    let cells = splat_trainer::formats::filter::scene_cells(&original).expect("the cells");
     let kept: Vec<[f32; 3]> =
-        original.means.iter().copied().filter(|m| region.contains(*m)).collect();
+        original.means.iter().copied().filter(|m| cells.contains(*m)).collect();
     assert!(kept.len() > original.len() * 9 / 10, "{} of {}", kept.len(), original.len());
     assert_eq!(splats(&output).means, kept);
-    assert!(stderr.contains("outside the dense scene's box"), "{stderr}");
+    assert!(stderr.contains("likely floaters apart from the dense scene"), "{stderr}");
 
     let nothing = dir.join("nothing.ply");
     for (filters, words) in [

@@ -273,6 +273,20 @@ fn the_crop_keeps_what_convert_keeps(harness: &mut Harness<'static, SplatApp>, o
     let [stroke] = crop.selections.as_slice() else { panic!("{crop:?}") };
     let Shape::Stroke { points, .. } = &stroke.shape else { panic!("{stroke:?}") };
     assert!(points.len() >= 3 && stroke.keep, "{stroke:?}");
+
+    // Shown all again, "Hide likely floaters" keeps the dense scene's cells of the run's
+    // splats: those the CPU finds in the whole export, and the export keeps what they keep.
+    harness.state_mut().set_crop(&Filter::default());
+    harness.state_mut().hide_likely_floaters();
+    let crop = wait_for(harness, "the scene's cells", 60, |s| s.crop.scene_cells.is_some()).crop;
+    let cells = splat_trainer::formats::filter::scene_cells(&whole).expect("the scene's cells");
+    assert_eq!(crop.scene_cells.as_ref(), Some(&cells));
+    harness.get_by_label("Export PLY").click();
+    let exported =
+        wait_for(harness, "the export", 60, |s| s.exported.len() >= 7).exported[6].clone();
+    let mut expected = whole.clone();
+    let counts = crop.apply(&mut expected);
+    assert_eq!(load(&exported), expected, "the export is what the scene's cells keep ({counts:?})");
     assert_eq!(harness.state().ui_state().step, 40, "the crop did not touch the run");
 }
 

@@ -76,7 +76,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use splat_formats::Splats;
 use splat_formats::filter::{
-    CropBox, CropSphere, Filter, MAX_SELECTIONS, MAX_STROKE_POINTS, Selection, Shape,
+    CropBox, CropSphere, Filter, MAX_SCENE_CELLS, MAX_SELECTIONS, MAX_STROKE_POINTS, SceneCells,
+    Selection, Shape,
 };
 use splat_render::ShPrecision;
 
@@ -944,6 +945,18 @@ struct CropDoc {
     max_size: Option<F32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     selections: Vec<SelectionDoc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scene_cells: Option<SceneCellsDoc>,
+}
+
+/// [`SceneCells`]: its bits as words, x fastest (as many as its cells need).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SceneCellsDoc {
+    origin: [F32; 3],
+    scale: F32,
+    dims: [u32; 3],
+    bits: Vec<u32>,
 }
 
 /// One of [`Filter::selections`]: a rectangle or a stroke, exactly one of them.
@@ -970,6 +983,25 @@ struct StrokeDoc {
 impl CropDoc {
     /// What makes this crop one no [`Filter`] holds, in words (`None`: nothing).
     fn problem(&self) -> Option<String> {
+        if let Some(cells) = &self.scene_cells {
+            let [x, y, z] = cells.dims.map(u64::from);
+            let count = x.saturating_mul(y).saturating_mul(z);
+            if count > MAX_SCENE_CELLS {
+                return Some(format!(
+                    "its crop's scene cells ({x} × {y} × {z}) are more than {MAX_SCENE_CELLS}"
+                ));
+            }
+            let needed = count.div_ceil(32);
+            if cells.bits.len() as u64 != needed {
+                return Some(format!(
+                    "its crop's scene cells ({} × {} × {}) come with {} words of bits, not {needed}",
+                    cells.dims[0],
+                    cells.dims[1],
+                    cells.dims[2],
+                    cells.bits.len()
+                ));
+            }
+        }
         let count = self.selections.len();
         if count > MAX_SELECTIONS {
             return Some(format!("its crop holds {count} selections, more than {MAX_SELECTIONS}"));
@@ -996,7 +1028,8 @@ impl CropDoc {
 
 impl From<&Filter> for CropDoc {
     fn from(filter: &Filter) -> Self {
-        let Filter { crop_box, crop_sphere, min_opacity, max_size, selections } = filter;
+        let Filter { crop_box, crop_sphere, min_opacity, max_size, selections, scene_cells } =
+            filter;
         Self {
             crop_box: crop_box.map(|b| [b.min.map(F32), b.max.map(F32)]),
             crop_box_turn: crop_box.filter(CropBox::is_turned).map(|b| b.turn.map(F32)),
@@ -1025,14 +1058,27 @@ impl From<&Filter> for CropDoc {
                     }
                 })
                 .collect(),
+            scene_cells: scene_cells.as_ref().map(|c| SceneCellsDoc {
+                origin: c.origin.map(F32),
+                scale: F32(c.scale),
+                dims: c.dims,
+                bits: c.bits.to_vec(),
+            }),
         }
     }
 }
 
 impl From<CropDoc> for Filter {
     fn from(doc: CropDoc) -> Self {
-        let CropDoc { crop_box, crop_box_turn, crop_sphere, min_opacity, max_size, selections } =
-            doc;
+        let CropDoc {
+            crop_box,
+            crop_box_turn,
+            crop_sphere,
+            min_opacity,
+            max_size,
+            selections,
+            scene_cells,
+        } = doc;
         let mut filter = Self {
             crop_box: crop_box.map(|[min, max]| CropBox {
                 min: min.map(|v| v.0),
@@ -1046,6 +1092,12 @@ impl From<CropDoc> for Filter {
             min_opacity: min_opacity.map(|v| v.0),
             max_size: max_size.map(|v| v.0),
             selections: Vec::new(),
+            scene_cells: scene_cells.map(|c| SceneCells {
+                origin: c.origin.map(|v| v.0),
+                scale: c.scale.0,
+                dims: c.dims,
+                bits: c.bits.into(),
+            }),
         };
         // What a filter holds (`CropDoc::problem` refused the rest when the file was read).
         for s in selections {

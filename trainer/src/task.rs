@@ -137,9 +137,9 @@ pub enum Command {
         up: Option<[f32; 3]>,
         keep: Filter,
     },
-    /// Find the box around the dense scene, leaving out likely floaters
-    /// ([`splat_formats::filter::dense_region`]); answered by [`Event::DenseRegion`].
-    FindDenseRegion,
+    /// Find the dense scene's cells, leaving out likely floaters
+    /// ([`splat_formats::filter::scene_cells`]); answered by [`Event::SceneCells`].
+    FindSceneCells,
     /// Save the run; `crop` (the window's) goes with it and comes back with
     /// [`Event::Crop`] when the checkpoint is continued.
     SaveCheckpoint {
@@ -203,9 +203,9 @@ pub enum Event {
     CheckpointSaved(PathBuf),
     /// The crop a continued checkpoint was saved with (empty where it had none).
     Crop(Box<Filter>),
-    /// [`Command::FindDenseRegion`]'s box, and how many of the splats are outside it.
-    DenseRegion {
-        region: splat_formats::filter::CropBox,
+    /// [`Command::FindSceneCells`]'s cells, and how many of the splats are outside them.
+    SceneCells {
+        cells: Box<splat_formats::filter::SceneCells>,
         outside: usize,
         splats: usize,
     },
@@ -594,7 +594,7 @@ impl Task {
             },
             Command::Export { path, up, keep } => self.export(&path, up, &keep).await,
             Command::SaveCheckpoint { path, crop } => self.save_checkpoint(&path, &crop).await,
-            Command::FindDenseRegion => self.find_dense_region().await,
+            Command::FindSceneCells => self.find_scene_cells().await,
             Command::LoadCheckpoint { path } => self.load_checkpoint(&path).await,
             Command::Ping { id } => self.emit(Event::Pong { id }).await,
             Command::SetMemoryBudget { bytes } => self.memory_budget = bytes,
@@ -1121,7 +1121,7 @@ impl Task {
         }
     }
 
-    async fn find_dense_region(&mut self) {
+    async fn find_scene_cells(&mut self) {
         let splats = match (self.trainer.as_ref(), self.kept.as_ref()) {
             (Some(trainer), _) => trainer.splats_async().await.map_err(|e| e.to_string()),
             (None, Some((_, splats))) => Ok(splats.clone()),
@@ -1131,13 +1131,16 @@ impl Task {
             }
         };
         match splats {
-            Ok(splats) => match splat_formats::filter::dense_region(&splats) {
-                Some(region) => {
-                    let outside = splats.means.iter().filter(|m| !region.contains(**m)).count();
-                    let splats = splats.len();
-                    self.emit(Event::DenseRegion { region, outside, splats }).await;
+            Ok(splats) => match splat_formats::filter::scene_cells(&splats) {
+                Some(cells) => {
+                    let outside = splats.means.iter().filter(|m| !cells.contains(**m)).count();
+                    let (cells, splats) = (Box::new(cells), splats.len());
+                    self.emit(Event::SceneCells { cells, outside, splats }).await;
                 }
-                None => self.warn("too few splats to tell floaters from the scene").await,
+                None => {
+                    self.warn("too few splats, or too spread out, to tell floaters from the scene")
+                        .await;
+                }
             },
             Err(e) => self.error(format!("reading the splats failed: {e}")).await,
         }

@@ -674,28 +674,28 @@ impl SplatApp {
         }
     }
 
-    /// "Hide likely floaters": asks the task for the box around the dense scene, which
-    /// becomes the crop's box when it comes (an undo step of its own).
+    /// "Hide likely floaters": asks the task for the dense scene's cells, which the crop
+    /// keeps when they come (an undo step of its own).
     pub fn hide_likely_floaters(&mut self) {
-        self.send(Command::FindDenseRegion);
+        self.send(Command::FindSceneCells);
     }
 
-    /// The answer to [`SplatApp::hide_likely_floaters`]: the crop's box becomes the dense
-    /// scene's.
-    fn crop_to_dense_region(
+    /// The answer to [`SplatApp::hide_likely_floaters`]: the crop keeps only the dense
+    /// scene's cells.
+    fn crop_to_scene_cells(
         &mut self,
-        region: splat_trainer::formats::filter::CropBox,
+        cells: splat_trainer::formats::filter::SceneCells,
         outside: usize,
         splats: usize,
     ) {
         let keep = splat_trainer::formats::filter::Filter {
-            crop_box: Some(region),
+            scene_cells: Some(cells),
             ..self.crop.keep().clone()
         };
         self.crop.restore(&keep);
         self.info(format!(
-            "Likely floaters: {outside} of {splats} splats are outside the dense scene's box \
-             and now hidden (Undo shows them)"
+            "Likely floaters: {outside} of {splats} splats are in small clusters apart from the \
+             dense scene and now hidden (Undo, or Floaters hidden in the crop, shows them)"
         ));
     }
 
@@ -1001,8 +1001,8 @@ impl SplatApp {
                 self.checkpoints.push(path);
             }
             Event::Crop(crop) => self.crop.restore(&crop),
-            Event::DenseRegion { region, outside, splats } => {
-                self.crop_to_dense_region(region, outside, splats);
+            Event::SceneCells { cells, outside, splats } => {
+                self.crop_to_scene_cells(*cells, outside, splats);
             }
             Event::Warning(message) => self.warning(message),
             Event::RunFailed { run, message, kept, .. } => {

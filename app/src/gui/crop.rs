@@ -215,6 +215,7 @@ impl Crop {
                 ui.add(egui::Slider::new(floor, 0.0..=1.0).fixed_decimals(2));
             }
         });
+        floaters_ui(ui, &mut keep);
         self.set(&keep);
         self.select_ui(ui);
         ui.horizontal(|ui| {
@@ -272,6 +273,25 @@ impl Crop {
                     self.restore(&keep);
                 }
             });
+        }
+    }
+}
+
+/// "Likely floaters hidden", while the crop keeps the dense scene's cells: untick to show them.
+fn floaters_ui(ui: &mut egui::Ui, keep: &mut Filter) {
+    if let Some(cells) = &keep.scene_cells {
+        let mut hidden = true;
+        let label = format!("Likely floaters hidden ({} cells of scene)", cells.count());
+        if ui
+            .checkbox(&mut hidden, label)
+            .on_hover_text(
+                "Keeps only the splats in the dense scene's cells (Hide likely floaters); \
+                 untick to show the floaters again",
+            )
+            .changed()
+            && !hidden
+        {
+            keep.scene_cells = None;
         }
     }
 }

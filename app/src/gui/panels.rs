@@ -256,8 +256,8 @@ impl SplatApp {
         if ui
             .add_enabled(self.run.is_some(), egui::Button::new("Hide likely floaters"))
             .on_hover_text(
-                "Sets the crop box around the dense scene: small clusters of splats apart \
-                 from it are hidden (Undo shows them again)",
+                "Hides the small clusters of splats apart from the dense scene, wherever \
+                 they are (Undo shows them again)",
             )
             .clicked()
         {

@@ -40,7 +40,8 @@ struct RenderUniform {
     // Centres within sqrt(keep_sphere.w) of keep_sphere.xyz (no sphere when w < 0), and the
     // largest log-scale at most keep_size.x. keep_size.y is 1 when the box is turned about
     // its centre by the unit quaternion keep_turn (x, y, z, w); keep_size.z is the number of
-    // selections (project_forward.wgsl reads them from their own buffer).
+    // selections and keep_size.w where the scene cells start, plus one (0: none), in the
+    // filter's rules (project_forward.wgsl reads them from a buffer of their own).
     keep_sphere: vec4<f32>,
     keep_size: vec4<f32>,
     keep_turn: vec4<f32>,

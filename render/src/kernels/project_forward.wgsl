@@ -14,13 +14,15 @@
 // [unused, intersections, least depth bits, greatest depth bits, times the intersections
 // passed 2^32]; the caller resets it.
 @group(0) @binding(12) var<storage, read_write> totals: array<atomic<u32>, 5>;
-// The filter's selections (renderer.rs, `selection_rules`), u.keep_size.z of them, four vec4s
-// each: the camera's rotation (world to camera, a quaternion x, y, z, w); its position (w: 1
-// keeps only what the shape holds, 0 hides it); the rectangle (x0, y0, x1, y1) on the image
-// plane at depth 1 (a stroke's bounds); a stroke's first point (the index of the vec4 holding
-// it, as bits), its number of points (as bits; 0 for a rectangle) and its radius. The strokes'
-// points follow, two to a vec4. Never empty (a placeholder when there is no selection).
-@group(0) @binding(13) var<storage, read> selections: array<vec4<f32>>;
+// The filter's selections and scene cells (renderer.rs, `filter_rules`). u.keep_size.z
+// selections, four vec4s each: the camera's rotation (world to camera, a quaternion x, y, z,
+// w); its position (w: 1 keeps only what the shape holds, 0 hides it); the rectangle (x0, y0,
+// x1, y1) on the image plane at depth 1 (a stroke's bounds); a stroke's first point (the index
+// of the vec4 holding it, as bits), its number of points (as bits; 0 for a rectangle) and its
+// radius. The strokes' points follow, two to a vec4. Then, from vec4 u.keep_size.w − 1 when
+// that is above 0, the scene cells: the grid's origin and cells per unit, its size (as bits),
+// and its bits, four words to a vec4. Never empty (a placeholder when there is no rule).
+@group(0) @binding(13) var<storage, read> rules: array<vec4<f32>>;
 
 const GROUP: u32 = 256u;
 
@@ -83,7 +85,28 @@ fn kept(i: u32) -> bool {
     let s = load3(i, 1u);
     return in_box(m) && opacities[i] >= u.keep_min.w
         && (u.keep_sphere.w < 0.0 || dot(d, d) <= u.keep_sphere.w)
-        && max(s.x, max(s.y, s.z)) <= u.keep_size.x && passes_selections(m);
+        && max(s.x, max(s.y, s.z)) <= u.keep_size.x && passes_selections(m) && in_scene_cells(m);
+}
+
+// Whether centre `m` is in one of the scene's cells (everything when the filter has none):
+// the cell floor((m − origin) · scale), a subtraction and a multiplication, each correctly
+// rounded, as the CPU's `SceneCells::contains` does them in f32.
+fn in_scene_cells(m: vec3<f32>) -> bool {
+    if u.keep_size.w == 0.0 {
+        return true;
+    }
+    let at = u32(u.keep_size.w) - 1u;
+    let grid = rules[at];
+    let dims = bitcast<vec4<u32>>(rules[at + 1u]).xyz;
+    let c = floor((m - grid.xyz) * grid.w);
+    // NaN fails both tests: outside.
+    if !(all(c >= vec3<f32>(0.0)) && all(c < vec3<f32>(dims))) {
+        return false;
+    }
+    let cell = vec3<u32>(c);
+    let i = cell.x + dims.x * (cell.y + dims.y * cell.z);
+    let word = bitcast<u32>(rules[at + 2u + i / 128u][(i / 32u) % 4u]);
+    return (word >> (i % 32u) & 1u) == 1u;
 }
 
 // Whether centre `m` passes every selection: inside the ones that keep, outside the ones
@@ -92,8 +115,8 @@ fn kept(i: u32) -> bool {
 fn passes_selections(m: vec3<f32>) -> bool {
     let count = u32(u.keep_size.z);
     for (var k = 0u; k < count; k++) {
-        let position = selections[4u * k + 1u];
-        let c = rotate(selections[4u * k], m - position.xyz);
+        let position = rules[4u * k + 1u];
+        let c = rotate(rules[4u * k], m - position.xyz);
         if in_selection(4u * k, c) != (position.w == 1.0) {
             return false;
         }
@@ -104,10 +127,10 @@ fn passes_selections(m: vec3<f32>) -> bool {
 // Whether camera-space point `c` is inside the shape of the selection at `base`: within its
 // rectangle, and for a stroke within its radius of the path through its points.
 fn in_selection(base: u32, c: vec3<f32>) -> bool {
-    let r = selections[base + 2u];
+    let r = rules[base + 2u];
     let in_rect = c.z > 0.0 && r.x * c.z <= c.x && c.x <= r.z * c.z && r.y * c.z <= c.y
         && c.y <= r.w * c.z;
-    let stroke = selections[base + 3u];
+    let stroke = rules[base + 3u];
     let first = bitcast<u32>(stroke.x);
     let points = bitcast<u32>(stroke.y);
     if !in_rect || points == 0u {
@@ -135,7 +158,7 @@ fn in_selection(base: u32, c: vec3<f32>) -> bool {
 
 // Point `p` of the stroke whose points start in vec4 `first`, two to a vec4.
 fn stroke_point(first: u32, p: u32) -> vec2<f32> {
-    let pair = selections[first + p / 2u];
+    let pair = rules[first + p / 2u];
     return select(pair.xy, pair.zw, p % 2u == 1u);
 }
 

@@ -192,7 +192,7 @@ fn forward_matches_reference_on_real_scenes() {
 /// floor, surface, face or limit may go either way; none of this scene's are.
 #[test]
 fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
-    use splat_formats::filter::{CropBox, CropSphere, Filter, Selection, Shape};
+    use splat_formats::filter::{CropBox, CropSphere, Filter, SceneCells, Selection, Shape};
     let gpu = Gpu::new();
     let splats = real_scene("splats/inria-ply/lod4-tile-489.ply");
     let cam = look_at_scene(&splats, 96, 72);
@@ -255,6 +255,19 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
         ],
     };
     let dot = Shape::Stroke { radius: 2.0 * brush, points: vec![plane(0.5, 0.5)] };
+    // Scene cells in a checkerboard over the scene's bounds, 5 × 4 × 3 of them.
+    let lo: [f32; 3] =
+        std::array::from_fn(|a| splats.means.iter().map(|m| m[a]).fold(f32::MAX, f32::min));
+    let hi: [f32; 3] =
+        std::array::from_fn(|a| splats.means.iter().map(|m| m[a]).fold(f32::MIN, f32::max));
+    let dims = [5u32, 4, 3];
+    let scale = (0..3).map(|a| dims[a] as f32 / (hi[a] - lo[a])).fold(f32::MAX, f32::min);
+    let mut bits = vec![0u32; 2];
+    for i in 0..60u32 {
+        let (x, y, z) = (i % 5, i / 5 % 4, i / 20);
+        bits[(i / 32) as usize] |= u32::from((x + y + z) % 2 == 0) << (i % 32);
+    }
+    let checker = SceneCells { origin: lo, scale, dims, bits: bits.into() };
     let box_only = Filter { crop_box: Some(crop_box), ..Filter::default() };
     for keep in [
         box_only.clone(),
@@ -270,6 +283,8 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
         // A brush stroke kept alone but for a dot hidden in it, then hidden.
         selected(vec![(zigzag.clone(), true), (dot, false)]),
         selected(vec![(zigzag, false)]),
+        // Likely floaters hidden: here, every other cell.
+        Filter { scene_cells: Some(checker), ..Filter::default() },
     ] {
         let mut kept = splats.clone();
         let counts = keep.apply(&mut kept);

@@ -208,7 +208,7 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
     // Half with a crop, each of its rules there or not (drawn after the rest, likewise).
     if rng.below(2) == 1 {
         use splat_formats::filter::{
-            CropBox, CropSphere, MAX_SELECTIONS, MAX_STROKE_POINTS, Selection, Shape,
+            CropBox, CropSphere, MAX_SELECTIONS, MAX_STROKE_POINTS, SceneCells, Selection, Shape,
         };
         let mut three = || [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()];
         let (min, max, center) = (three(), three(), three());
@@ -219,6 +219,7 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
             min_opacity: (rng.below(2) == 1).then(|| rng.f32_not_nan()),
             max_size: (rng.below(2) == 1).then(|| rng.f32_not_nan()),
             selections: Vec::new(),
+            scene_cells: None,
         };
         // Half the boxes turned, and up to all the selections (drawn last, likewise).
         if let Some(crop_box) = checkpoint.crop.crop_box.as_mut()
@@ -251,6 +252,17 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
                 shape,
                 keep
             }));
+        }
+        // Half with scene cells (drawn last, likewise).
+        if rng.below(2) == 1 {
+            let dims: [u32; 3] = std::array::from_fn(|_| 1 + rng.below(40) as u32);
+            let words = dims.iter().map(|&d| u64::from(d)).product::<u64>().div_ceil(32);
+            checkpoint.crop.scene_cells = Some(SceneCells {
+                origin: [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()],
+                scale: rng.f32_not_nan(),
+                dims,
+                bits: (0..words).map(|_| rng.u32()).collect(),
+            });
         }
     }
     checkpoint
@@ -570,10 +582,19 @@ fn a_crop_no_filter_holds_is_refused_in_words() {
         let four = doc["crop"]["selections"][0]["camera_from_world"].clone();
         doc["crop"]["selections"][0]["rect"] = four;
     });
+    let cells = |dims: [u64; 3], words: usize| {
+        with_metadata(&bytes, |doc| {
+            doc["crop"]["scene_cells"] = serde_json::json!({
+                "origin": ["0", "0", "0"], "scale": "1", "dims": dims, "bits": vec![0u32; words]
+            });
+        })
+    };
     for (file, says) in [
         (many, "its crop holds 65 selections, more than 64"),
         (empty, "its crop's selection 1 is a stroke of 0 points"),
         (both, "its crop's selection 1 is not exactly one of a rectangle and a stroke"),
+        (cells([4, 4, 4], 3), "scene cells (4 × 4 × 4) come with 3 words of bits, not 2"),
+        (cells([1 << 20, 1 << 20, 1 << 20], 1), "(1048576 × 1048576 × 1048576) are more than"),
     ] {
         let error = root(checkpoint::read(&file));
         assert!(matches!(&error, CheckpointError::Damaged(_)), "{error}");

@@ -87,13 +87,13 @@ fn a_run_goes_through_the_states_and_leaves_nothing() {
         let expected = [a[0], -a[2], a[1]];
         assert!((0..3).all(|k| (b[k] - expected[k]).abs() < 1e-5), "{a:?} → {b:?}");
     }
-    // Likely floaters: the box around the dense scene holds most of the run's splats.
-    task.send(Command::FindDenseRegion).unwrap();
-    let events = until(&task, |e| matches!(e, Event::DenseRegion { .. } | Event::Error(_)));
-    let Some(Event::DenseRegion { region, outside, splats }) = events.last() else {
+    // Likely floaters: the dense scene's cells hold most of the run's splats.
+    task.send(Command::FindSceneCells).unwrap();
+    let events = until(&task, |e| matches!(e, Event::SceneCells { .. } | Event::Error(_)));
+    let Some(Event::SceneCells { cells, outside, splats }) = events.last() else {
         panic!("{events:?}")
     };
-    assert!(*splats > 0 && *outside < *splats / 2, "{outside} of {splats} outside {region}");
+    assert!(*splats > 0 && *outside < *splats / 2, "{outside} of {splats} outside {cells:?}");
     // The window's crop goes with the checkpoint and comes back when it is continued.
     let crop = Filter {
         crop_sphere: Some(CropSphere { center: [0.1, -0.2, 0.3], radius: 2.5 }),
@@ -255,7 +255,7 @@ fn random_commands_never_panic_deadlock_or_leak() {
             12 => Command::LoadCheckpoint {
                 path: dir.join(if next(2) == 0 { "x.ckpt" } else { "x.ply" }),
             },
-            13 => Command::FindDenseRegion,
+            13 => Command::FindSceneCells,
             _ => Command::SetSteps { steps: next(50) as u32 },
         };
         task.send(command.clone()).unwrap();
