@@ -362,16 +362,23 @@ impl Renderer {
             });
         }
         scratch.ensure(ctx, self, n, camera.width * camera.height)?;
-        let render = render_uniform(splats, camera, settings, (tiles_x, tiles_y));
-        self.write_window_uniforms(ctx, &scratch.uniform, &render);
-        let rules = filter_rules(&settings.keep);
-        if !rules.is_empty() {
-            let bytes = size_of_val(rules.as_slice()) as u64;
-            if scratch.rules.size() < bytes {
-                scratch.rules = scratch_buffer(ctx, "filter rules", bytes, PARAMS, scratch.owner)?;
+        // The filter's rules, written when the filter changes (a viewer's crop stays the same
+        // over many frames; training's is empty).
+        if scratch.rules_of.0 != settings.keep {
+            let (rules, cells_at) = filter_rules(&settings.keep);
+            if !rules.is_empty() {
+                let bytes = size_of_val(rules.as_slice()) as u64;
+                if scratch.rules.size() < bytes {
+                    scratch.rules =
+                        scratch_buffer(ctx, "filter rules", bytes, PARAMS, scratch.owner)?;
+                }
+                ctx.queue.write_buffer(&scratch.rules, 0, bytemuck::cast_slice(&rules));
             }
-            ctx.queue.write_buffer(&scratch.rules, 0, bytemuck::cast_slice(&rules));
+            scratch.rules_of = (settings.keep.clone(), cells_at);
         }
+        let tiles = (tiles_x, tiles_y);
+        let render = render_uniform(splats, camera, settings, tiles, scratch.rules_of.1);
+        self.write_window_uniforms(ctx, &scratch.uniform, &render);
         let intersect = IntersectUniform {
             num_splats: n,
             num_visible: 0,
@@ -957,6 +964,7 @@ fn render_uniform(
     camera: &Camera,
     settings: &RenderSettings,
     tiles: (u32, u32),
+    cells_at: f32,
 ) -> RenderUniform {
     let position = camera.position();
     RenderUniform {
@@ -987,7 +995,7 @@ fn render_uniform(
             settings.keep.max_size.map_or(f32::MAX, |m| m.max(f32::MIN_POSITIVE).ln()),
             f32::from(u8::from(settings.keep.crop_box.is_some_and(|b| b.is_turned()))),
             settings.keep.selections.len() as f32,
-            cells_rule(&settings.keep),
+            cells_at,
         ],
         keep_turn: settings
             .keep
@@ -1000,8 +1008,10 @@ fn render_uniform(
 /// four vec4s a selection — the camera's rotation, its position and keep flag, the shape's
 /// bounds on the image plane at depth 1, and a stroke's first point (the vec4 holding it),
 /// point count (both as bits) and radius — then the strokes' points, two to a vec4; then the
-/// scene cells (`cells_rule`). Empty when the filter has neither.
-fn filter_rules(keep: &Filter) -> Vec<[f32; 4]> {
+/// scene cells: the grid's origin and scale, its size (as bits), its bits four words to a
+/// vec4. Empty when the filter has neither. With it, [`RenderUniform::keep_size`]`[3]`: where
+/// the scene cells start, plus one (0: no cells).
+fn filter_rules(keep: &Filter) -> (Vec<[f32; 4]>, f32) {
     let bits = |v: usize| f32::from_bits(u32::try_from(v).unwrap_or(u32::MAX));
     let mut points_at = 4 * keep.selections.len();
     let mut rules = Vec::with_capacity(points_at);
@@ -1028,6 +1038,7 @@ fn filter_rules(keep: &Filter) -> Vec<[f32; 4]> {
         ]);
     }
     rules.extend(points);
+    let cells_at = keep.scene_cells.as_ref().map_or(0.0, |_| (rules.len() + 1) as f32);
     if let Some(cells) = &keep.scene_cells {
         let [x, y, z] = cells.origin;
         let [dx, dy, dz] = cells.dims.map(f32::from_bits);
@@ -1039,22 +1050,7 @@ fn filter_rules(keep: &Filter) -> Vec<[f32; 4]> {
                 .map(|w| std::array::from_fn(|k| f32::from_bits(w.get(k).copied().unwrap_or(0)))),
         );
     }
-    rules
-}
-
-/// [`RenderUniform::keep_size`]`[3]`: where the scene cells start in [`filter_rules`], plus
-/// one (0: no cells).
-fn cells_rule(keep: &Filter) -> f32 {
-    let selections = 4 * keep.selections.len();
-    let points: usize = keep
-        .selections
-        .iter()
-        .map(|s| match &s.shape {
-            Shape::Rect(_) => 0,
-            Shape::Stroke { points, .. } => points.len().div_ceil(2),
-        })
-        .sum();
-    keep.scene_cells.as_ref().map_or(0.0, |_| (selections + points + 1) as f32)
+    (rules, cells_at)
 }
 
 /// [`RenderUniform::keep_min`] of a filter: the box's least corner and the opacity floor as a
@@ -1223,6 +1219,8 @@ pub struct FrameScratch {
     /// The frame's selections and scene cells as the projection reads them (`filter_rules`),
     /// grown to the largest filter drawn.
     rules: GpuBuffer,
+    /// The filter whose rules `rules` holds, and where its scene cells start there.
+    rules_of: (Filter, f32),
     intersect_uniform: GpuBuffer,
     total: GpuBuffer,
     /// [`FrameCounts`] as the projection adds them up (visible left 0: the scan's total).
@@ -1438,6 +1436,7 @@ impl FrameScratch {
                 owner,
             )?,
             rules: scratch_buffer(ctx, "filter rules", 0, PARAMS, owner)?,
+            rules_of: (Filter::default(), 0.0),
             intersect_uniform: scratch_buffer(
                 ctx,
                 "intersect uniform",

@@ -85,9 +85,20 @@ impl Gpu {
     }
 
     fn render(&self, splats: &Splats, cam: &Camera, settings: &RenderSettings) -> Vec<[f32; 4]> {
-        let gpu = GpuSplats::upload(&self.ctx, splats, Owner::Run(1)).unwrap();
         let mut scratch = FrameScratch::new(&self.ctx, &self.renderer, Owner::Run(1)).unwrap();
-        self.renderer.forward(&self.ctx, &gpu, cam, settings, &mut scratch).unwrap();
+        self.render_in(&mut scratch, splats, cam, settings)
+    }
+
+    /// A frame in `scratch`, kept from frame to frame as a viewer keeps its own.
+    fn render_in(
+        &self,
+        scratch: &mut FrameScratch,
+        splats: &Splats,
+        cam: &Camera,
+        settings: &RenderSettings,
+    ) -> Vec<[f32; 4]> {
+        let gpu = GpuSplats::upload(&self.ctx, splats, Owner::Run(1)).unwrap();
+        self.renderer.forward(&self.ctx, &gpu, cam, settings, scratch).unwrap();
         scratch.read_image(&self.ctx).unwrap()
     }
 }
@@ -269,6 +280,7 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
     }
     let checker = SceneCells { origin: lo, scale, dims, bits: bits.into() };
     let box_only = Filter { crop_box: Some(crop_box), ..Filter::default() };
+    let mut scratch = FrameScratch::new(&gpu.ctx, &gpu.renderer, Owner::Run(1)).unwrap();
     for keep in [
         box_only.clone(),
         Filter { min_opacity: Some(0.5), ..Filter::default() },
@@ -290,7 +302,8 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
         let counts = keep.apply(&mut kept);
         assert!(counts.kept > 20 && counts.kept < splats.len(), "{keep:?}: {counts:?}");
         let settings = RenderSettings { keep: keep.clone(), ..RenderSettings::default() };
-        let filtered = gpu.render(&splats, &cam, &settings);
+        // One scratch for every filter, as the viewer's: each frame draws its own filter.
+        let filtered = gpu.render_in(&mut scratch, &splats, &cam, &settings);
         let expected = gpu.render(&kept, &cam, &RenderSettings::default());
         let worst = filtered
             .iter()
