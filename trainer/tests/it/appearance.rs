@@ -158,11 +158,13 @@ fn a_state_of_the_wrong_shape_is_refused() {
 
 /// Gains of 0.5-2× (log-uniform) times 0.85-1.15 per channel for each train view of
 /// desk-penguin (seed 42), its eval views untouched: with compensation the raw eval PSNR must
-/// be 2 dB higher (measured with a 400-px copy and Python's seed-42 gains at 64 px and 1,000
-/// steps: 19.85 dB off, 24.12 on; without a transform the splats fit images that disagree by
-/// up to 4× and the disagreement becomes haze).
+/// be 2 dB higher (without a transform the splats fit images that disagree by up to 4× and the
+/// disagreement becomes haze). Measured here at 64 px: 23.08 dB off, 25.84 on after 500 steps
+/// (lavapipe, 2026-11-28); with a 400-px copy and Python's seed-42 gains after 1,000 steps,
+/// 19.85 off and 24.12 on. 500 steps, not 1,000: at 1,000 it was the full tier's longest test
+/// (27 minutes here with builds beside it; 500 steps take 7 alone), and half keep the gap.
 #[test]
-#[ignore = "slow: two 1,000-step runs of a real capture, about 4 minutes on lavapipe"]
+#[ignore = "slow: two 500-step runs of a real capture, about 7 minutes on lavapipe"]
 fn appearance_undoes_per_view_exposure() {
     use std::sync::Arc;
 
@@ -189,7 +191,7 @@ fn appearance_undoes_per_view_exposure() {
     let data = Arc::new(data);
     let init = splats_from_points(data.init_points.as_ref().unwrap(), 1);
     let ctx = context();
-    let steps = 1000;
+    let steps = 500;
     let eval = |appearance: Compensation, owner: u64| {
         let config = TrainConfig {
             seed: 3,
