@@ -302,7 +302,6 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Time the rasterizer forward and forward + backward on random scenes.
     /// SOG's encode time for random splats: the SH palette's k-means (on the GPU) and the
     /// rest.
     BenchSog {
@@ -311,6 +310,7 @@ enum Command {
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
         sh_degree: u32,
     },
+    /// Time the rasterizer forward and forward + backward on random scenes.
     BenchRender {
         /// Splat counts, comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
