@@ -1,8 +1,9 @@
 //! Which splats a scene keeps: a crop box (turned or not), a crop sphere, an opacity floor, a
-//! size limit, as `splatforge convert` applies them, and rectangles and brush strokes drawn
-//! over views (the window's selections; issue 33). The filter decides per splat from its stored values alone,
-//! so the same filter keeps the same splats whatever the format it was read from, and the same
-//! rule holds for splats a run adds after it was set.
+//! size limit and the dense scene's cells (likely floaters left out), as `splatforge convert`
+//! applies them, and rectangles and brush strokes drawn over views (the window's selections;
+//! issue 33). The filter decides per splat from its stored values alone, so the same filter
+//! keeps the same splats whatever the format it was read from, and the same rule holds for
+//! splats a run adds after it was set.
 
 use std::fmt;
 use std::str::FromStr;
