@@ -193,7 +193,7 @@ impl fmt::Display for CropSphere {
 
 /// Selections a filter holds at most (each is a test per splat in every frame it is on).
 pub const MAX_SELECTIONS: usize = 64;
-/// Points a brush stroke holds at most; the window starts a new stroke past this.
+/// Points a brush stroke holds at most; the window thins a longer path to fit.
 pub const MAX_STROKE_POINTS: usize = 256;
 
 /// What a selection covers on the camera's image plane at depth 1 (a pixel (u, v) is at
@@ -456,17 +456,25 @@ pub fn scene_cells(splats: &Splats) -> Option<SceneCells> {
     let extent = (0..3).map(|a| percentile(a, 0.98) - percentile(a, 0.02)).fold(0.0, f64::max);
     let cells = DENSE_CELLS.min((centres.len() as f64).cbrt());
     let cell_size = if extent > 0.0 { extent / cells } else { 1.0 };
-    let cell_of = |c: &[f64; 3]| c.map(|v| (v / cell_size).floor() as i64);
+    // Cells 2^40 or more from the origin (a centre a trillion times the scene's size away)
+    // join no group: floaters, and the grid's arithmetic below cannot overflow.
+    let cell_of = |c: &[f64; 3]| {
+        let cell = c.map(|v| (v / cell_size).floor());
+        cell.iter().all(|v| v.abs() < 2f64.powi(40)).then(|| cell.map(|v| v as i64))
+    };
     // Each occupied cell's number and splat count.
     let mut numbers: HashMap<[i64; 3], usize> = HashMap::new();
     let mut counts: Vec<usize> = Vec::new();
-    for c in &centres {
+    for cell in centres.iter().filter_map(cell_of) {
         let next = numbers.len();
-        let number = *numbers.entry(cell_of(c)).or_insert(next);
+        let number = *numbers.entry(cell).or_insert(next);
         if number == counts.len() {
             counts.push(0);
         }
         counts[number] += 1;
+    }
+    if counts.is_empty() {
+        return None;
     }
     let neighbours = |cell: [i64; 3]| {
         (0..27).map(move |k| [cell[0] + k % 3 - 1, cell[1] + k / 3 % 3 - 1, cell[2] + k / 9 - 1])
@@ -498,7 +506,7 @@ pub fn scene_cells(splats: &Splats) -> Option<SceneCells> {
     let lo: [i64; 3] = std::array::from_fn(|a| kept.iter().map(|c| c[a]).min().unwrap_or(0));
     let hi: [i64; 3] = std::array::from_fn(|a| kept.iter().map(|c| c[a]).max().unwrap_or(0));
     let dims: [u64; 3] = std::array::from_fn(|a| (hi[a] - lo[a] + 1) as u64);
-    if dims.iter().product::<u64>() > MAX_SCENE_CELLS {
+    if dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).is_none_or(|n| n > MAX_SCENE_CELLS) {
         return None;
     }
     let mut bits = vec![0u32; dims.iter().product::<u64>().div_ceil(32) as usize];
@@ -700,8 +708,6 @@ mod tests {
         );
     }
 
-    /// A dense cube of splats and three small clusters away from it: the box is the cube's
-    /// bounds; a cluster touching the cube is part of the scene.
     #[test]
     fn a_stroke_holds_what_the_camera_sees_within_its_radius_of_the_path() {
         // The identity camera at the origin: a point (x, y, z) is at (x / z, y / z).
@@ -752,6 +758,8 @@ mod tests {
         assert_eq!(filter.selections.len(), MAX_SELECTIONS);
     }
 
+    /// Two dense cubes of splats and four small clusters apart from them, one between the
+    /// cubes: the clusters are floaters; a cluster touching a cube is part of the scene.
     #[test]
     fn the_scene_cells_leave_out_small_clusters_wherever_they_are() {
         fn push(s: &mut Splats, m: [f32; 3]) {
@@ -792,5 +800,16 @@ mod tests {
         let counts = Filter { scene_cells: scene_cells(&s), ..Filter::default() }.apply(&mut kept);
         assert_eq!((counts.kept, counts.floaters), (10_020, 80), "{counts:?}");
         assert_eq!(scene_cells(&Splats::with_capacity(0, 0)), None);
+        // Centres as far as a float goes: floaters, no overflow.
+        for far in [f32::MAX, -f32::MAX, 1e30] {
+            push(&mut s, [far, 0.5, far]);
+        }
+        let counts = Filter { scene_cells: scene_cells(&s), ..Filter::default() }.apply(&mut s);
+        assert_eq!((counts.kept, counts.floaters), (10_020, 83), "{counts:?}");
+        let mut far = Splats::with_capacity(0, 0);
+        for _ in 0..10 {
+            push(&mut far, [f32::MAX, f32::MAX, f32::MAX]);
+        }
+        assert_eq!(scene_cells(&far), None);
     }
 }

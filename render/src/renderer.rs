@@ -28,7 +28,7 @@
 //! ([`crate::gpu_splats::splat_window`]), one dispatch a window, each with its own copy of the
 //! `RenderUniform` (`window_first`, `num_splats`). One window is the common case.
 
-use splat_formats::filter::{Filter, Shape};
+use splat_formats::filter::{Filter, SceneCells, Selection, Shape};
 
 use crate::gpu_splats::{
     GpuSplats, ShPrecision, SplatGradients, read_f32, rows_binding, splat_window, splat_windows,
@@ -362,10 +362,11 @@ impl Renderer {
             });
         }
         scratch.ensure(ctx, self, n, camera.width * camera.height)?;
-        // The filter's rules, written when the filter changes (a viewer's crop stays the same
-        // over many frames; training's is empty).
-        if scratch.rules_of.0 != settings.keep {
-            let (rules, cells_at) = filter_rules(&settings.keep);
+        // The filter's rules, written when its selections or cells change (a viewer's crop
+        // stays the same over many frames; training's is empty).
+        let keep = &settings.keep;
+        if scratch.rules_of.0 != keep.selections || scratch.rules_of.1 != keep.scene_cells {
+            let (rules, cells_at) = filter_rules(keep);
             if !rules.is_empty() {
                 let bytes = size_of_val(rules.as_slice()) as u64;
                 if scratch.rules.size() < bytes {
@@ -374,10 +375,10 @@ impl Renderer {
                 }
                 ctx.queue.write_buffer(&scratch.rules, 0, bytemuck::cast_slice(&rules));
             }
-            scratch.rules_of = (settings.keep.clone(), cells_at);
+            scratch.rules_of = (keep.selections.clone(), keep.scene_cells.clone(), cells_at);
         }
         let tiles = (tiles_x, tiles_y);
-        let render = render_uniform(splats, camera, settings, tiles, scratch.rules_of.1);
+        let render = render_uniform(splats, camera, settings, tiles, scratch.rules_of.2);
         self.write_window_uniforms(ctx, &scratch.uniform, &render);
         let intersect = IntersectUniform {
             num_splats: n,
@@ -1004,36 +1005,37 @@ fn render_uniform(
     }
 }
 
-/// A filter's selections and scene cells as `project_forward.wgsl` reads them (`rules`):
-/// four vec4s a selection — the camera's rotation, its position and keep flag, the shape's
-/// bounds on the image plane at depth 1, and a stroke's first point (the vec4 holding it),
-/// point count (both as bits) and radius — then the strokes' points, two to a vec4; then the
-/// scene cells: the grid's origin and scale, its size (as bits), its bits four words to a
-/// vec4. Empty when the filter has neither. With it, [`RenderUniform::keep_size`]`[3]`: where
-/// the scene cells start, plus one (0: no cells).
-fn filter_rules(keep: &Filter) -> (Vec<[f32; 4]>, f32) {
-    let bits = |v: usize| f32::from_bits(u32::try_from(v).unwrap_or(u32::MAX));
+/// A filter's selections and scene cells as `project_forward.wgsl` reads them (`rules`, words:
+/// floats as their bits): four vec4s a selection — the camera's rotation, its position and
+/// keep flag, the shape's bounds on the image plane at depth 1, and a stroke's first point
+/// (the vec4 holding it), point count and radius — then the strokes' points, two to a vec4;
+/// then the scene cells: the grid's origin and scale, its size, its bits four words to a vec4.
+/// Empty when the filter has neither. With it, [`RenderUniform::keep_size`]`[3]`: where the
+/// scene cells start, plus one (0: no cells).
+fn filter_rules(keep: &Filter) -> (Vec<[u32; 4]>, f32) {
+    let word = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    let floats = |v: [f32; 4]| v.map(f32::to_bits);
     let mut points_at = 4 * keep.selections.len();
     let mut rules = Vec::with_capacity(points_at);
-    let mut points: Vec<[f32; 4]> = Vec::new();
+    let mut points: Vec<[u32; 4]> = Vec::new();
     for s in &keep.selections {
         let [x, y, z] = s.position;
         let stroke = match &s.shape {
-            Shape::Rect(_) => [0.0; 4],
+            Shape::Rect(_) => [0; 4],
             Shape::Stroke { radius, points: path } => {
                 let first = points_at;
                 points.extend(path.chunks(2).map(|pair| {
                     let [a, b] = [pair[0], *pair.last().unwrap_or(&pair[0])];
-                    [a[0], a[1], b[0], b[1]]
+                    floats([a[0], a[1], b[0], b[1]])
                 }));
                 points_at += path.len().div_ceil(2);
-                [bits(first), bits(path.len()), *radius, 0.0]
+                [word(first), word(path.len()), radius.to_bits(), 0]
             }
         };
         rules.extend([
-            s.camera_from_world,
-            [x, y, z, f32::from(u8::from(s.keep))],
-            s.shape.bounds(),
+            floats(s.camera_from_world),
+            floats([x, y, z, f32::from(u8::from(s.keep))]),
+            floats(s.shape.bounds()),
             stroke,
         ]);
     }
@@ -1041,13 +1043,10 @@ fn filter_rules(keep: &Filter) -> (Vec<[f32; 4]>, f32) {
     let cells_at = keep.scene_cells.as_ref().map_or(0.0, |_| (rules.len() + 1) as f32);
     if let Some(cells) = &keep.scene_cells {
         let [x, y, z] = cells.origin;
-        let [dx, dy, dz] = cells.dims.map(f32::from_bits);
-        rules.extend([[x, y, z, cells.scale], [dx, dy, dz, 0.0]]);
+        let [dx, dy, dz] = cells.dims;
+        rules.extend([floats([x, y, z, cells.scale]), [dx, dy, dz, 0]]);
         rules.extend(
-            cells
-                .bits
-                .chunks(4)
-                .map(|w| std::array::from_fn(|k| f32::from_bits(w.get(k).copied().unwrap_or(0)))),
+            cells.bits.chunks(4).map(|w| std::array::from_fn(|k| w.get(k).copied().unwrap_or(0))),
         );
     }
     (rules, cells_at)
@@ -1219,8 +1218,9 @@ pub struct FrameScratch {
     /// The frame's selections and scene cells as the projection reads them (`filter_rules`),
     /// grown to the largest filter drawn.
     rules: GpuBuffer,
-    /// The filter whose rules `rules` holds, and where its scene cells start there.
-    rules_of: (Filter, f32),
+    /// The selections and scene cells whose rules `rules` holds, and where the cells start
+    /// there (a crop box dragged over them does not write them again).
+    rules_of: (Vec<Selection>, Option<SceneCells>, f32),
     intersect_uniform: GpuBuffer,
     total: GpuBuffer,
     /// [`FrameCounts`] as the projection adds them up (visible left 0: the scan's total).
@@ -1436,7 +1436,7 @@ impl FrameScratch {
                 owner,
             )?,
             rules: scratch_buffer(ctx, "filter rules", 0, PARAMS, owner)?,
-            rules_of: (Filter::default(), 0.0),
+            rules_of: (Vec::new(), None, 0.0),
             intersect_uniform: scratch_buffer(
                 ctx,
                 "intersect uniform",

@@ -983,6 +983,7 @@ struct StrokeDoc {
 impl CropDoc {
     /// What makes this crop one no [`Filter`] holds, in words (`None`: nothing).
     fn problem(&self) -> Option<String> {
+        let finite = |values: &[F32]| values.iter().all(|v| v.0.is_finite());
         if let Some(cells) = &self.scene_cells {
             let [x, y, z] = cells.dims.map(u64::from);
             let count = x.saturating_mul(y).saturating_mul(z);
@@ -994,12 +995,13 @@ impl CropDoc {
             let needed = count.div_ceil(32);
             if cells.bits.len() as u64 != needed {
                 return Some(format!(
-                    "its crop's scene cells ({} × {} × {}) come with {} words of bits, not {needed}",
-                    cells.dims[0],
-                    cells.dims[1],
-                    cells.dims[2],
+                    "its crop's scene cells ({x} × {y} × {z}) come with {} words of bits, not \
+                     {needed}",
                     cells.bits.len()
                 ));
+            }
+            if !(finite(&cells.origin) && cells.scale.0.is_finite() && cells.scale.0 > 0.0) {
+                return Some("its crop's scene cells have no finite place or size".to_owned());
             }
         }
         let count = self.selections.len();
@@ -1008,16 +1010,29 @@ impl CropDoc {
         }
         self.selections.iter().enumerate().find_map(|(i, s)| {
             let number = i + 1;
+            if !finite(&s.camera_from_world) || !finite(&s.position) {
+                return Some(format!(
+                    "its crop's selection {number} has a camera of no finite pose"
+                ));
+            }
             match (&s.rect, &s.stroke) {
-                (Some(_), None) => None,
-                (None, Some(stroke)) if (1..=MAX_STROKE_POINTS).contains(&stroke.points.len()) => {
+                (Some(rect), None) if finite(rect) => None,
+                (None, Some(stroke))
+                    if (1..=MAX_STROKE_POINTS).contains(&stroke.points.len())
+                        && stroke.points.iter().all(|p| finite(p))
+                        && stroke.radius.0.is_finite()
+                        && stroke.radius.0 >= 0.0 =>
+                {
                     None
                 }
                 (None, Some(stroke)) => Some(format!(
                     "its crop's selection {number} is a stroke of {} points (1 to \
-                     {MAX_STROKE_POINTS} are drawn)",
+                     {MAX_STROKE_POINTS} are drawn), finite, of a radius of at least 0",
                     stroke.points.len()
                 )),
+                (Some(_), None) => {
+                    Some(format!("its crop's selection {number} is a rectangle of no finite size"))
+                }
                 _ => Some(format!(
                     "its crop's selection {number} is not exactly one of a rectangle and a stroke"
                 )),

@@ -277,6 +277,24 @@ impl Crop {
     }
 }
 
+/// Thins a brush's path to `to` points: the interior point nearest the segment between its
+/// neighbours goes, one at a time (it bends the path least: the stroke covers nearly what it
+/// did, and the ends stay).
+pub fn thin(path: &mut Vec<egui::Pos2>, to: usize) {
+    let bend = |path: &[egui::Pos2], i: usize| {
+        let (a, p, b) = (path[i - 1], path[i], path[i + 1]);
+        let (ab, ap) = (b - a, p - a);
+        let t =
+            if ab.length_sq() > 0.0 { (ap.dot(ab) / ab.length_sq()).clamp(0.0, 1.0) } else { 0.0 };
+        (ap - t * ab).length()
+    };
+    while path.len() > to.max(2) {
+        let least = (1..path.len() - 1).min_by(|&i, &j| bend(path, i).total_cmp(&bend(path, j)));
+        let Some(least) = least else { return };
+        path.remove(least);
+    }
+}
+
 /// "Likely floaters hidden", while the crop keeps the dense scene's cells: untick to show them.
 fn floaters_ui(ui: &mut egui::Ui, keep: &mut Filter) {
     if let Some(cells) = &keep.scene_cells {
@@ -366,5 +384,23 @@ mod tests {
         }
         crop.undo();
         assert_eq!(*crop.keep(), Filter::default());
+    }
+
+    #[test]
+    fn thinning_a_path_keeps_its_ends_and_corners() {
+        // An L of 300 points: 200 along x, then 100 down y, with a little wobble.
+        let mut path: Vec<egui::Pos2> = (0..200)
+            .map(|i| egui::pos2(i as f32, if i % 2 == 0 { 0.0 } else { 0.01 }))
+            .chain((1..=100).map(|j| egui::pos2(199.0, j as f32)))
+            .collect();
+        let (first, corner, last) = (path[0], path[199], path[299]);
+        thin(&mut path, 192);
+        assert_eq!(path.len(), 192);
+        assert_eq!((path[0], path[191]), (first, last), "the ends stay");
+        assert!(path.contains(&corner), "the corner stays");
+        // Every point left is on the L.
+        assert!(path.iter().all(|p| p.y <= 0.01 || (p.x - 199.0).abs() < 1e-6), "{path:?}");
+        thin(&mut path, 0);
+        assert_eq!(path, [first, last]);
     }
 }

@@ -854,8 +854,8 @@ impl SplatApp {
 
     /// A rectangle drawn, or a brush stroke painted, with the primary button while the crop's
     /// Select is on (the viewport draws it as it goes, `paint_selecting`), a selection of the
-    /// crop when it ends. A stroke of [`MAX_STROKE_POINTS`] points becomes a selection and the
-    /// brush goes on in a new one. `true` while it takes the pointer (the view does not orbit).
+    /// crop when it ends. A stroke past [`MAX_STROKE_POINTS`] points is thinned (`crop::thin`).
+    /// `true` while it takes the pointer (the view does not orbit).
     fn selection_input(
         &mut self,
         ui: &egui::Ui,
@@ -895,12 +895,10 @@ impl SplatApp {
                     if far || ended {
                         self.layout.stroke.push(at);
                     }
-                    if self.layout.stroke.len() == MAX_STROKE_POINTS && !ended {
-                        let path: Vec<_> = self.layout.stroke.iter().map(|&p| point(p)).collect();
-                        if let Some(screen) = screen {
-                            self.add_selection(screen.stroke(&path, radius, keep));
-                        }
-                        self.layout.stroke = vec![at];
+                    // Full: the points that bend the path least go (one gesture stays one
+                    // selection: keep-only selections meet, so two halves would keep little).
+                    if self.layout.stroke.len() > MAX_STROKE_POINTS {
+                        super::crop::thin(&mut self.layout.stroke, MAX_STROKE_POINTS * 3 / 4);
                     }
                 }
             }

@@ -14,15 +14,17 @@
 // [unused, intersections, least depth bits, greatest depth bits, times the intersections
 // passed 2^32]; the caller resets it.
 @group(0) @binding(12) var<storage, read_write> totals: array<atomic<u32>, 5>;
-// The filter's selections and scene cells (renderer.rs, `filter_rules`). u.keep_size.z
-// selections, four vec4s each: the camera's rotation (world to camera, a quaternion x, y, z,
-// w); its position (w: 1 keeps only what the shape holds, 0 hides it); the rectangle (x0, y0,
-// x1, y1) on the image plane at depth 1 (a stroke's bounds); a stroke's first point (the index
-// of the vec4 holding it, as bits), its number of points (as bits; 0 for a rectangle) and its
-// radius. The strokes' points follow, two to a vec4. Then, from vec4 u.keep_size.w − 1 when
-// that is above 0, the scene cells: the grid's origin and cells per unit, its size (as bits),
-// and its bits, four words to a vec4. Never empty (a placeholder when there is no rule).
-@group(0) @binding(13) var<storage, read> rules: array<vec4<f32>>;
+// The filter's selections and scene cells (renderer.rs, `filter_rules`), as words: floats
+// are read through `rule` (as floats, the counts, indices and cells' bits would be subnormals
+// and NaNs, which a GPU may flush or rewrite). u.keep_size.z selections, four vec4s each: the
+// camera's rotation (world to camera, a quaternion x, y, z, w); its position (w: 1 keeps only
+// what the shape holds, 0 hides it); the rectangle (x0, y0, x1, y1) on the image plane at
+// depth 1 (a stroke's bounds); a stroke's first point (the index of the vec4 holding it), its
+// number of points (0 for a rectangle) and its radius (a float). The strokes' points follow,
+// two to a vec4. Then, from vec4 u.keep_size.w − 1 when that is above 0, the scene cells: the
+// grid's origin and cells per unit (floats), its size, and its bits, four words to a vec4.
+// Never empty (a placeholder when there is no rule).
+@group(0) @binding(13) var<storage, read> rules: array<vec4<u32>>;
 
 const GROUP: u32 = 256u;
 
@@ -96,8 +98,8 @@ fn in_scene_cells(m: vec3<f32>) -> bool {
         return true;
     }
     let at = u32(u.keep_size.w) - 1u;
-    let grid = rules[at];
-    let dims = bitcast<vec4<u32>>(rules[at + 1u]).xyz;
+    let grid = rule(at);
+    let dims = rules[at + 1u].xyz;
     let c = floor((m - grid.xyz) * grid.w);
     // NaN fails both tests: outside.
     if !(all(c >= vec3<f32>(0.0)) && all(c < vec3<f32>(dims))) {
@@ -105,8 +107,8 @@ fn in_scene_cells(m: vec3<f32>) -> bool {
     }
     let cell = vec3<u32>(c);
     let i = cell.x + dims.x * (cell.y + dims.y * cell.z);
-    let word = bitcast<u32>(rules[at + 2u + i / 128u][(i / 32u) % 4u]);
-    return (word >> (i % 32u) & 1u) == 1u;
+    let word = rules[at + 2u + i / 128u][(i / 32u) % 4u];
+    return ((word >> (i % 32u)) & 1u) == 1u;
 }
 
 // Whether centre `m` passes every selection: inside the ones that keep, outside the ones
@@ -115,8 +117,8 @@ fn in_scene_cells(m: vec3<f32>) -> bool {
 fn passes_selections(m: vec3<f32>) -> bool {
     let count = u32(u.keep_size.z);
     for (var k = 0u; k < count; k++) {
-        let position = rules[4u * k + 1u];
-        let c = rotate(rules[4u * k], m - position.xyz);
+        let position = rule(4u * k + 1u);
+        let c = rotate(rule(4u * k), m - position.xyz);
         if in_selection(4u * k, c) != (position.w == 1.0) {
             return false;
         }
@@ -127,12 +129,13 @@ fn passes_selections(m: vec3<f32>) -> bool {
 // Whether camera-space point `c` is inside the shape of the selection at `base`: within its
 // rectangle, and for a stroke within its radius of the path through its points.
 fn in_selection(base: u32, c: vec3<f32>) -> bool {
-    let r = rules[base + 2u];
+    let r = rule(base + 2u);
     let in_rect = c.z > 0.0 && r.x * c.z <= c.x && c.x <= r.z * c.z && r.y * c.z <= c.y
         && c.y <= r.w * c.z;
     let stroke = rules[base + 3u];
-    let first = bitcast<u32>(stroke.x);
-    let points = bitcast<u32>(stroke.y);
+    let first = stroke.x;
+    let points = stroke.y;
+    let radius = bitcast<f32>(stroke.z);
     if !in_rect || points == 0u {
         return in_rect;
     }
@@ -149,16 +152,21 @@ fn in_selection(base: u32, c: vec3<f32>) -> bool {
             t = clamp(dot(ap, ab) / length2, 0.0, 1.0);
         }
         let d = ap - t * ab;
-        if dot(d, d) <= stroke.z * stroke.z {
+        if dot(d, d) <= radius * radius {
             return true;
         }
     }
     return false;
 }
 
+// The floats of vec4 `i` of the rules.
+fn rule(i: u32) -> vec4<f32> {
+    return bitcast<vec4<f32>>(rules[i]);
+}
+
 // Point `p` of the stroke whose points start in vec4 `first`, two to a vec4.
 fn stroke_point(first: u32, p: u32) -> vec2<f32> {
-    let pair = rules[first + p / 2u];
+    let pair = rule(first + p / 2u);
     return select(pair.xy, pair.zw, p % 2u == 1u);
 }
 

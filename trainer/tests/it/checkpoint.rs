@@ -50,6 +50,16 @@ impl Rng {
         }
     }
 
+    /// Any finite bit pattern (what a crop's selections and cells hold).
+    fn f32_finite(&mut self) -> f32 {
+        loop {
+            let value = self.any_f32();
+            if value.is_finite() {
+                return value;
+            }
+        }
+    }
+
     fn f64_not_nan(&mut self) -> f64 {
         loop {
             let value = f64::from_bits(self.next());
@@ -235,16 +245,16 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
         };
         let selections = few_or(rng, MAX_SELECTIONS);
         for _ in 0..selections {
-            let mut four = || std::array::from_fn(|_| rng.f32_not_nan());
+            let mut four = || std::array::from_fn(|_| rng.f32_finite());
             let (camera_from_world, rect) = (four(), four());
-            let position = [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()];
+            let position = [rng.f32_finite(), rng.f32_finite(), rng.f32_finite()];
             let keep = rng.below(2) == 1;
             let shape = if rng.below(2) == 1 {
                 Shape::Rect(rect)
             } else {
                 let points = few_or(rng, MAX_STROKE_POINTS);
-                let points = (0..points).map(|_| [rng.f32_not_nan(), rng.f32_not_nan()]).collect();
-                Shape::Stroke { radius: rng.f32_not_nan(), points }
+                let points = (0..points).map(|_| [rng.f32_finite(), rng.f32_finite()]).collect();
+                Shape::Stroke { radius: rng.f32_finite().abs(), points }
             };
             assert!(checkpoint.crop.add_selection(Selection {
                 camera_from_world,
@@ -258,8 +268,8 @@ fn random_checkpoint(rng: &mut Rng, n: usize, sh_degree: u32, mcmc: bool) -> Che
             let dims: [u32; 3] = std::array::from_fn(|_| 1 + rng.below(40) as u32);
             let words = dims.iter().map(|&d| u64::from(d)).product::<u64>().div_ceil(32);
             checkpoint.crop.scene_cells = Some(SceneCells {
-                origin: [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()],
-                scale: rng.f32_not_nan(),
+                origin: [rng.f32_finite(), rng.f32_finite(), rng.f32_finite()],
+                scale: rng.f32_finite().abs().max(f32::MIN_POSITIVE),
                 dims,
                 bits: (0..words).map(|_| rng.u32()).collect(),
             });
@@ -582,6 +592,12 @@ fn a_crop_no_filter_holds_is_refused_in_words() {
         let four = doc["crop"]["selections"][0]["camera_from_world"].clone();
         doc["crop"]["selections"][0]["rect"] = four;
     });
+    let negative = with_metadata(&bytes, |doc| {
+        doc["crop"]["selections"][0]["stroke"]["radius"] = "-1".into();
+    });
+    let far = with_metadata(&bytes, |doc| {
+        doc["crop"]["selections"][0]["position"][1] = "inf".into();
+    });
     let cells = |dims: [u64; 3], words: usize| {
         with_metadata(&bytes, |doc| {
             doc["crop"]["scene_cells"] = serde_json::json!({
@@ -594,6 +610,11 @@ fn a_crop_no_filter_holds_is_refused_in_words() {
         (empty, "its crop's selection 1 is a stroke of 0 points"),
         (both, "its crop's selection 1 is not exactly one of a rectangle and a stroke"),
         (cells([4, 4, 4], 3), "scene cells (4 × 4 × 4) come with 3 words of bits, not 2"),
+        (
+            negative,
+            "its crop's selection 1 is a stroke of 2 points (1 to 256 are drawn), finite, of a radius of at least 0",
+        ),
+        (far, "its crop's selection 1 has a camera of no finite pose"),
         (cells([1 << 20, 1 << 20, 1 << 20], 1), "(1048576 × 1048576 × 1048576) are more than"),
     ] {
         let error = root(checkpoint::read(&file));
