@@ -101,8 +101,9 @@ fn in_scene_cells(m: vec3<f32>) -> bool {
     let grid = rule(at);
     let dims = rules[at + 1u].xyz;
     let c = floor((m - grid.xyz) * grid.w);
-    // NaN fails both tests: outside.
-    if !(all(c >= vec3<f32>(0.0)) && all(c < vec3<f32>(dims))) {
+    // A centre whose cell is not finite is outside (tested on its bits: fast math may take a
+    // comparison with NaN either way), as is a cell off the grid.
+    if !all_finite3(c) || any(c < vec3<f32>(0.0)) || any(c >= vec3<f32>(dims)) {
         return false;
     }
     let cell = vec3<u32>(c);
