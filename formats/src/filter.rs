@@ -276,7 +276,8 @@ impl Selection {
 }
 
 /// The squared distance from `p` to the segment from `a` to `b` (a point when they meet).
-fn segment_distance_squared(p: [f64; 2], a: [f64; 2], b: [f64; 2]) -> f64 {
+#[must_use]
+pub fn segment_distance_squared(p: [f64; 2], a: [f64; 2], b: [f64; 2]) -> f64 {
     let (ab, ap) = ([b[0] - a[0], b[1] - a[1]], [p[0] - a[0], p[1] - a[1]]);
     let length2 = ab[0] * ab[0] + ab[1] * ab[1];
     let t = if length2 > 0.0 {

@@ -16,7 +16,9 @@
 use std::time::{Duration, Instant};
 
 use glam::Vec3;
-use splat_trainer::formats::filter::{CropBox, CropSphere, Filter, MAX_SELECTIONS, Selection};
+use splat_trainer::formats::filter::{
+    CropBox, CropSphere, Filter, MAX_SELECTIONS, Selection, segment_distance_squared,
+};
 
 /// The brush's radius at first, in screen points.
 const BRUSH_RADIUS: f32 = 20.0;
@@ -282,11 +284,8 @@ impl Crop {
 /// did, and the ends stay).
 pub fn thin(path: &mut Vec<egui::Pos2>, to: usize) {
     let bend = |path: &[egui::Pos2], i: usize| {
-        let (a, p, b) = (path[i - 1], path[i], path[i + 1]);
-        let (ab, ap) = (b - a, p - a);
-        let t =
-            if ab.length_sq() > 0.0 { (ap.dot(ab) / ab.length_sq()).clamp(0.0, 1.0) } else { 0.0 };
-        (ap - t * ab).length()
+        let [a, p, b] = [path[i - 1], path[i], path[i + 1]].map(|q| [q.x, q.y].map(f64::from));
+        segment_distance_squared(p, a, b)
     };
     while path.len() > to.max(2) {
         let least = (1..path.len() - 1).min_by(|&i, &j| bend(path, i).total_cmp(&bend(path, j)));

@@ -151,30 +151,46 @@ pub fn looking_at_the_origin() -> Screen {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_selection_holds_what_the_screen_shows_inside_its_rectangle() {
-        let s = looking_at_the_origin();
-        let (a, b) = (s.center - Vec2::new(30.0, 20.0), s.center + Vec2::new(50.0, 10.0));
-        let selection = s.rectangle(b, a, false);
-        let mut inside = 0;
-        for x in -10..=10 {
-            for y in -10..=10 {
-                for z in -10..=10 {
-                    let world = DVec3::new(f64::from(x), f64::from(y), f64::from(z)) * 0.3;
+    /// Checks `selection` at a grid of world points (2·`half` + 1 a side, `spacing` apart,
+    /// around the origin) against where the screen shows them: inside where `margin` (of the
+    /// point's place on the screen) is above 0. Points within 1e-3 of an edge are skipped (f32
+    /// on one side, f64 on the other). Returns how many were inside and outside.
+    fn check_against_screen(
+        s: &Screen,
+        selection: &Selection,
+        half: i32,
+        spacing: f64,
+        margin: impl Fn(Vec2) -> f32,
+    ) -> (usize, usize) {
+        let (mut inside, mut outside) = (0, 0);
+        for x in -half..=half {
+            for y in -half..=half {
+                for z in -half..=half {
+                    let world = DVec3::new(f64::from(x), f64::from(y), f64::from(z)) * spacing;
                     let point = world.as_vec3().to_array();
                     let Some(at) = s.project(world) else {
                         assert!(!selection.contains(point), "{world} is behind the camera");
                         continue;
                     };
-                    // Away from the edges by a little: f32 on one side, f64 on the other.
-                    let margin = (at - a).min(b - at).min_element();
+                    let margin = margin(at);
                     if margin.abs() > 1e-3 {
                         assert_eq!(selection.contains(point), margin > 0.0, "{world} at {at}");
                         inside += usize::from(margin > 0.0);
+                        outside += usize::from(margin < 0.0);
                     }
                 }
             }
         }
+        (inside, outside)
+    }
+
+    #[test]
+    fn a_selection_holds_what_the_screen_shows_inside_its_rectangle() {
+        let s = looking_at_the_origin();
+        let (a, b) = (s.center - Vec2::new(30.0, 20.0), s.center + Vec2::new(50.0, 10.0));
+        let selection = s.rectangle(b, a, false);
+        let margin = |at: Vec2| (at - a).min(b - at).min_element();
+        let (inside, _) = check_against_screen(&s, &selection, 10, 0.3, margin);
         assert!(inside > 20, "{inside} inside");
         // The origin is at the screen's centre, inside: hidden by this one, kept by its twin.
         assert!(!selection.passes([0.0; 3]));
@@ -198,26 +214,8 @@ mod tests {
                 })
                 .fold(f32::INFINITY, f32::min)
         };
-        let (mut inside, mut outside) = (0, 0);
-        for x in -20..=20 {
-            for y in -20..=20 {
-                for z in -20..=20 {
-                    let world = DVec3::new(f64::from(x), f64::from(y), f64::from(z)) * 0.15;
-                    let point = world.as_vec3().to_array();
-                    let Some(at) = s.project(world) else {
-                        assert!(!selection.contains(point), "{world} is behind the camera");
-                        continue;
-                    };
-                    // Away from the edge by a little: f32 on one side, f64 on the other.
-                    let margin = radius - distance(at);
-                    if margin.abs() > 1e-3 {
-                        assert_eq!(selection.contains(point), margin > 0.0, "{world} at {at}");
-                        inside += usize::from(margin > 0.0);
-                        outside += usize::from(margin < 0.0);
-                    }
-                }
-            }
-        }
+        let margin = |at: Vec2| radius - distance(at);
+        let (inside, outside) = check_against_screen(&s, &selection, 20, 0.15, margin);
         assert!(inside > 100 && outside > 1000, "{inside} inside, {outside} outside");
         assert!(selection.passes([0.0; 3]), "the origin is under the path: kept");
     }
