@@ -315,6 +315,11 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
         let everything = gpu.render(&splats, &cam, &RenderSettings::default());
         assert_ne!(filtered, everything, "{keep:?} changed nothing");
     }
+    // The rule buffer the filters grew goes with the scratch.
+    assert!(gpu.ctx.ledger().owner_bytes(Owner::Run(1)) > 0);
+    drop(scratch);
+    gpu.ctx.wait_idle().unwrap();
+    assert_eq!(gpu.ctx.ledger().owner_bytes(Owner::Run(1)), 0, "the scratch left memory behind");
 }
 
 fn relative_error(what: &str, gpu: &[f32], reference: &[f64]) {
