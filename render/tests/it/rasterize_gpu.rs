@@ -197,13 +197,29 @@ fn forward_matches_reference_on_real_scenes() {
     }
 }
 
+/// Scene cells in a checkerboard over the splats' bounds, 5 × 4 × 3 of them.
+fn checkerboard_cells(splats: &Splats) -> splat_formats::filter::SceneCells {
+    let lo: [f32; 3] =
+        std::array::from_fn(|a| splats.means.iter().map(|m| m[a]).fold(f32::MAX, f32::min));
+    let hi: [f32; 3] =
+        std::array::from_fn(|a| splats.means.iter().map(|m| m[a]).fold(f32::MIN, f32::max));
+    let dims = [5u32, 4, 3];
+    let scale = (0..3).map(|a| dims[a] as f32 / (hi[a] - lo[a])).fold(f32::MAX, f32::min);
+    let mut bits = vec![0u32; 2];
+    for i in 0..60u32 {
+        let (x, y, z) = (i % 5, i / 5 % 4, i / 20);
+        bits[(i / 32) as usize] |= u32::from((x + y + z) % 2 == 0) << (i % 32);
+    }
+    splat_formats::filter::SceneCells { origin: lo, scale, dims, bits: bits.into() }
+}
+
 /// A frame drawn with `RenderSettings::keep` (the window's crop preview) is the frame of the
 /// splats the same filter keeps on the CPU (what an export writes): the culled splats are
 /// simply absent. Splats whose opacity, distance or size is within a float's rounding of the
 /// floor, surface, face or limit may go either way; none of this scene's are.
 #[test]
 fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
-    use splat_formats::filter::{CropBox, CropSphere, Filter, SceneCells, Selection, Shape};
+    use splat_formats::filter::{CropBox, CropSphere, Filter, Selection, Shape};
     let gpu = Gpu::new();
     let splats = real_scene("splats/inria-ply/lod4-tile-489.ply");
     let cam = look_at_scene(&splats, 96, 72);
@@ -266,19 +282,7 @@ fn a_filtered_frame_draws_the_splats_the_filter_keeps() {
         ],
     };
     let dot = Shape::Stroke { radius: 2.0 * brush, points: vec![plane(0.5, 0.5)] };
-    // Scene cells in a checkerboard over the scene's bounds, 5 × 4 × 3 of them.
-    let lo: [f32; 3] =
-        std::array::from_fn(|a| splats.means.iter().map(|m| m[a]).fold(f32::MAX, f32::min));
-    let hi: [f32; 3] =
-        std::array::from_fn(|a| splats.means.iter().map(|m| m[a]).fold(f32::MIN, f32::max));
-    let dims = [5u32, 4, 3];
-    let scale = (0..3).map(|a| dims[a] as f32 / (hi[a] - lo[a])).fold(f32::MAX, f32::min);
-    let mut bits = vec![0u32; 2];
-    for i in 0..60u32 {
-        let (x, y, z) = (i % 5, i / 5 % 4, i / 20);
-        bits[(i / 32) as usize] |= u32::from((x + y + z) % 2 == 0) << (i % 32);
-    }
-    let checker = SceneCells { origin: lo, scale, dims, bits: bits.into() };
+    let checker = checkerboard_cells(&splats);
     let box_only = Filter { crop_box: Some(crop_box), ..Filter::default() };
     let mut scratch = FrameScratch::new(&gpu.ctx, &gpu.renderer, Owner::Run(1)).unwrap();
     for keep in [
