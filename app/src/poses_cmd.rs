@@ -39,6 +39,10 @@ pub struct PosesArgs {
     /// ffmpeg's executable, ffprobe beside it [default: both on the PATH].
     #[arg(long)]
     pub ffmpeg: Option<PathBuf>,
+    /// Seconds an engine (COLMAP, ffmpeg) may print nothing and use no CPU time before it is
+    /// stopped and the run fails, naming the stage (Linux).
+    #[arg(long, value_name = "SECONDS", default_value_t = splat_poses::DEFAULT_IDLE_LIMIT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_limit: u64,
     /// Compare the poses with this dataset's own (same image names) and print how far
     /// they are after a similarity alignment: for benchmarks.
     #[arg(long)]
@@ -62,6 +66,7 @@ pub fn run(args: &PosesArgs) -> anyhow::Result<()> {
         max_image_size: args.max_image_size,
         frames_per_second: args.fps,
         max_frames: usize::try_from(args.max_frames).unwrap_or(usize::MAX),
+        idle_limit: std::time::Duration::from_secs(args.idle_limit),
     };
     // What would fail after minutes of COLMAP is refused before it starts.
     if let Some(reference) = args.compare.as_ref().filter(|r| !dataset::has_poses(r)) {

@@ -8,6 +8,7 @@
 //! into the temporary folder.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::process::{Engine, Finished};
 use crate::{Cancel, Matcher, PosesError};
@@ -51,16 +52,21 @@ pub(crate) struct CameraPrior {
 
 impl Colmap {
     /// Finds COLMAP (`path`, or `colmap` on the `PATH`) and reads its version and option names.
-    pub fn locate(path: Option<&Path>, cancel: &Cancel) -> Result<Self, PosesError> {
-        let engine = Engine::new("COLMAP", path.or(Some(Path::new("colmap"))), ADVICE);
+    pub fn locate(
+        path: Option<&Path>,
+        idle_limit: Duration,
+        cancel: &Cancel,
+    ) -> Result<Self, PosesError> {
+        let engine = Engine::new("COLMAP", path.or(Some(Path::new("colmap"))), ADVICE, idle_limit);
         let mut version = None;
-        engine.run(&["-h"], cancel, &mut |line| {
+        engine.run("COLMAP (its help)", &["-h"], cancel, &mut |line| {
             if version.is_none() {
                 version = parse_version(line);
             }
         })?;
         let mut groups = None;
-        let help = engine.run(&["feature_extractor", "-h"], cancel, &mut |line| {
+        let what = "COLMAP (feature_extractor's help)";
+        let help = engine.run(what, &["feature_extractor", "-h"], cancel, &mut |line| {
             if line.contains("--SiftExtraction.use_gpu") {
                 groups = Some(("SiftExtraction", "SiftMatching"));
             } else if line.contains("--FeatureExtraction.use_gpu") {
@@ -110,12 +116,13 @@ impl Colmap {
             args.push("--ImageReader.camera_params".into());
             args.push(format!("{f},{cx},{cy},{k}"));
         }
-        let finished = self.engine.run(&args, cancel, &mut |line| {
+        let what = self.stage("feature extraction");
+        let finished = self.engine.run(&what, &args, cancel, &mut |line| {
             if let Some((done, _)) = bracketed_count(line, "Processed file [") {
                 progress(done);
             }
         })?;
-        self.check(&finished, "feature extraction")
+        check(&finished, &what)
     }
 
     /// Matches features between images: every pair, or each image with its neighbours in
@@ -140,12 +147,13 @@ impl Colmap {
             "--log_to_stderr".into(),
             "1".into(),
         ];
-        let finished = self.engine.run(&args, cancel, &mut |line| {
+        let what = self.stage("feature matching");
+        let finished = self.engine.run(&what, &args, cancel, &mut |line| {
             if let Some((done, total)) = matching_progress(line) {
                 progress(done, total);
             }
         })?;
-        self.check(&finished, "feature matching")
+        check(&finished, &what)
     }
 
     /// Runs the incremental mapper into `models` (one folder a model). `progress` gets the
@@ -168,7 +176,8 @@ impl Colmap {
             "1".into(),
         ];
         let mut no_initial_pair = false;
-        let finished = self.engine.run(&args, cancel, &mut |line| {
+        let what = self.stage("mapper");
+        let finished = self.engine.run(&what, &args, cancel, &mut |line| {
             if NO_INITIAL_PAIR.iter().any(|marker| line.contains(marker)) {
                 no_initial_pair = true;
             } else if line.contains("Initializing with image pair") {
@@ -180,16 +189,18 @@ impl Colmap {
         if no_initial_pair && largest_model(models)?.is_none() {
             return Err(PosesError::NoInitialPair);
         }
-        self.check(&finished, "mapper")
+        check(&finished, &what)
     }
 
-    fn check(&self, finished: &Finished, what: &str) -> Result<(), PosesError> {
-        if finished.status.success() {
-            Ok(())
-        } else {
-            Err(finished.failure(&format!("COLMAP {} ({what})", self.version)))
-        }
+    /// How errors name a stage: `COLMAP 3.8 (mapper)`.
+    fn stage(&self, name: &str) -> String {
+        format!("COLMAP {} ({name})", self.version)
     }
+}
+
+/// A stage's run that ended by itself: fine, or its failure named `what`.
+fn check(finished: &Finished, what: &str) -> Result<(), PosesError> {
+    if finished.status.success() { Ok(()) } else { Err(finished.failure(what)) }
 }
 
 /// COLMAP's version from the first line of `colmap -h` (`COLMAP 3.8 -- Structure-from-Motion…`).

@@ -44,10 +44,19 @@ pub enum PosesError {
          neighbouring views, or exposure changes; try more images with more overlap"
     )]
     TooFewRegistered { registered: usize, images: usize, percent: f64, min_percent: f64 },
-    /// The user cancelled.
+    /// An engine printed nothing and used no CPU time for its idle limit: it was stopped.
+    #[error(
+        "{what} printed nothing and used no CPU time for {} s, so it was stopped. It may be \
+         waiting on a display, a GPU driver or a locked file: run `{command}` yourself to see \
+         where it stops, or give it longer (`splatforge poses --idle-limit SECONDS`, or \"Stop \
+         when idle for\" under COLMAP in the window)",
+        idle.as_secs()
+    )]
+    Stalled { what: String, command: String, idle: std::time::Duration },
     /// ffmpeg runs but cannot write the video asked for.
     #[error("ffmpeg (`{}`) has no {encoder} encoder, which {purpose} needs: install a build with it, or write the PNG frames to a folder", tried.display())]
     NoEncoder { tried: PathBuf, encoder: &'static str, purpose: &'static str },
+    /// The user cancelled.
     #[error("cancelled")]
     Cancelled,
 }

@@ -25,7 +25,7 @@ mod video;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
@@ -45,6 +45,10 @@ pub const WARN_REGISTERED: f64 = 0.8;
 pub const MIN_PHOTOS: usize = 3;
 /// Photos prepared between two looks at the cancel flag and two progress reports.
 const PREPARE_CHUNK: usize = 8;
+/// How long an engine (COLMAP, ffmpeg) may print nothing and use no CPU time before it is
+/// stopped with [`PosesError::Stalled`]: COLMAP prints a line every few seconds while it
+/// works, and a silent stage (a bundle adjustment) still uses CPU time.
+pub const DEFAULT_IDLE_LIMIT: Duration = Duration::from_secs(300);
 /// The file that marks a work folder as ours (so a later run may remove it).
 const MARKER: &str = ".splatforge-poses";
 
@@ -64,6 +68,10 @@ pub struct Options {
     pub frames_per_second: f64,
     /// Frames kept from a video at most (the rate drops for long videos).
     pub max_frames: usize,
+    /// How long an engine may print nothing and use no CPU time before it is stopped
+    /// (Linux; elsewhere a process's CPU time is not read and an engine is never stopped
+    /// for being idle).
+    pub idle_limit: Duration,
 }
 
 impl Default for Options {
@@ -75,6 +83,7 @@ impl Default for Options {
             max_image_size: 1600,
             frames_per_second: 2.0,
             max_frames: 300,
+            idle_limit: DEFAULT_IDLE_LIMIT,
         }
     }
 }
@@ -292,7 +301,7 @@ pub fn check_video_encoder(
     out: &Path,
     cancel: &Cancel,
 ) -> Result<(), PosesError> {
-    Ffmpeg::new(path).check_encoder(out, cancel)
+    Ffmpeg::new(path, DEFAULT_IDLE_LIMIT).check_encoder(out, cancel)
 }
 
 /// Encodes numbered PNG frames into a video with ffmpeg (`ffmpeg` at `path`, or on the
@@ -308,7 +317,7 @@ pub fn encode_video(
     cancel: &Cancel,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(), PosesError> {
-    Ffmpeg::new(path).encode(pattern, fps, out, cancel, progress)
+    Ffmpeg::new(path, DEFAULT_IDLE_LIMIT).encode(pattern, fps, out, cancel, progress)
 }
 
 /// Stops a run from another thread.
@@ -349,7 +358,7 @@ pub fn compute_poses(
             ),
         });
     }
-    let colmap = Colmap::locate(options.colmap.as_deref(), cancel)?;
+    let colmap = Colmap::locate(options.colmap.as_deref(), options.idle_limit, cancel)?;
     let work = WorkFolder::create(out)?;
     let images_dir = work.path.join("images");
     std::fs::create_dir(&images_dir).map_err(|e| PosesError::io(&images_dir, e))?;
@@ -358,7 +367,7 @@ pub fn compute_poses(
     // Images, each in a camera group.
     let (groups, matcher) = match input {
         Input::Video(file) => {
-            let ffmpeg = Ffmpeg::new(options.ffmpeg.as_deref());
+            let ffmpeg = Ffmpeg::new(options.ffmpeg.as_deref(), options.idle_limit);
             let frames = run.video_frames(&ffmpeg, file, options, &work.path, cancel)?;
             (vec![(CameraPrior { params: None }, frames)], Matcher::Sequential)
         }

@@ -1,6 +1,9 @@
 //! The engines we drive (COLMAP, ffmpeg) as child processes: each in a process group of its
 //! own, so that cancelling stops everything it started; stdin closed; stdout and stderr read
-//! line by line on named threads into one bounded channel; stopped when the run is cancelled.
+//! line by line on named threads into one bounded channel; stopped when the run is cancelled,
+//! and stopped when it has been idle too long — no line of output and no CPU time used by any
+//! process of its group (a COLMAP waiting on a display or a lock at 0% CPU would otherwise
+//! hold the run, and CI, for good).
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
@@ -20,6 +23,8 @@ const LINE_CAPACITY: usize = 256;
 const CANCEL_POLL: Duration = Duration::from_millis(100);
 /// How long a cancelled engine has to exit after SIGTERM before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(2);
+/// How often a quiet engine's CPU time is read (a walk over `/proc`).
+const CPU_LOOK: Duration = Duration::from_millis(500);
 
 /// An engine we run: which program, where, and how to install it.
 #[derive(Clone, Debug)]
@@ -28,6 +33,8 @@ pub(crate) struct Engine {
     pub path: PathBuf,
     /// How to get the program, said when it is missing.
     pub advice: &'static str,
+    /// How long it may print nothing and use no CPU time before it is stopped.
+    pub idle_limit: Duration,
 }
 
 /// An engine's run that ended by itself.
@@ -57,16 +64,23 @@ impl Finished {
 }
 
 impl Engine {
-    pub fn new(program: &'static str, path: Option<&Path>, advice: &'static str) -> Self {
+    pub fn new(
+        program: &'static str,
+        path: Option<&Path>,
+        advice: &'static str,
+        idle_limit: Duration,
+    ) -> Self {
         let path = path.map_or_else(|| PathBuf::from(program), Path::to_path_buf);
-        Self { program, path, advice }
+        Self { program, path, advice, idle_limit }
     }
 
     /// Runs the engine with `args` to its end, handing each line it prints (stdout and
     /// stderr, as they arrive) to `on_line`. Returns early with [`PosesError::Cancelled`]
-    /// once `cancel` is set, the engine's process group stopped.
+    /// once `cancel` is set, and with [`PosesError::Stalled`] once it has been idle for
+    /// [`Self::idle_limit`] (`what` names the stage there), its process group stopped.
     pub fn run<S: AsRef<std::ffi::OsStr>>(
         &self,
+        what: &str,
         args: &[S],
         cancel: &Cancel,
         on_line: &mut dyn FnMut(&str),
@@ -105,7 +119,9 @@ impl Engine {
             }
         }
         drop(tx);
-        let result = result.and_then(|()| pump(&mut child, &lines, cancel, on_line));
+        let command = command_line(&self.path, args);
+        let mut watchdog = Watchdog::new(what, command, child.id(), self.idle_limit);
+        let result = result.and_then(|()| pump(&mut child, &lines, cancel, &mut watchdog, on_line));
         if result.is_err() {
             stop(&mut child);
         }
@@ -124,6 +140,7 @@ fn pump(
     child: &mut Child,
     lines: &Receiver<String>,
     cancel: &Cancel,
+    watchdog: &mut Watchdog<'_>,
     on_line: &mut dyn FnMut(&str),
 ) -> Result<Finished, PosesError> {
     let mut tail = VecDeque::with_capacity(TAIL_LINES);
@@ -132,9 +149,11 @@ fn pump(
         if cancel.is_cancelled() {
             return Err(PosesError::Cancelled);
         }
+        watchdog.check()?;
         if pipes_open {
             match lines.recv_timeout(CANCEL_POLL) {
                 Ok(line) => {
+                    watchdog.heard();
                     on_line(&line);
                     if tail.len() == TAIL_LINES {
                         tail.pop_front();
@@ -152,6 +171,105 @@ fn pump(
             }
         }
     }
+}
+
+/// Tells an engine that is working from one that waits for nothing: it is idle while it
+/// prints nothing and no process of its group uses CPU time. Where the system does not tell
+/// a process group's CPU time (everywhere but Linux), an engine is never taken for idle: a
+/// long silent computation (a bundle adjustment) must not be stopped.
+struct Watchdog<'a> {
+    /// What the engine is doing, and the command that does it alone, for the error.
+    stage: &'a str,
+    command: String,
+    group: u32,
+    limit: Duration,
+    /// When it last printed a line or used CPU time.
+    active_at: Instant,
+    /// The group's CPU time at the last look, in clock ticks.
+    cpu: Option<u64>,
+    next_look: Instant,
+}
+
+impl<'a> Watchdog<'a> {
+    fn new(stage: &'a str, command: String, group: u32, limit: Duration) -> Self {
+        let now = Instant::now();
+        let cpu = group_cpu_ticks(group);
+        Self { stage, command, group, limit, active_at: now, cpu, next_look: now }
+    }
+
+    /// It printed a line.
+    fn heard(&mut self) {
+        self.active_at = Instant::now();
+    }
+
+    /// [`PosesError::Stalled`] once it has been idle for the limit (its CPU time read at most
+    /// every [`CPU_LOOK`]).
+    fn check(&mut self) -> Result<(), PosesError> {
+        let now = Instant::now();
+        if now < self.next_look {
+            return Ok(());
+        }
+        self.next_look = now + CPU_LOOK;
+        let cpu = group_cpu_ticks(self.group);
+        if cpu.is_none() || cpu != self.cpu {
+            self.cpu = cpu;
+            self.active_at = now;
+        }
+        if now.duration_since(self.active_at) < self.limit {
+            return Ok(());
+        }
+        Err(PosesError::Stalled {
+            what: self.stage.to_owned(),
+            command: self.command.clone(),
+            idle: self.limit,
+        })
+    }
+}
+
+/// The CPU time (user and system, its reaped children's included) of every process in group
+/// `group`, in clock ticks, from `/proc/PID/stat`; `None` when no process of it was found.
+#[cfg(target_os = "linux")]
+fn group_cpu_ticks(group: u32) -> Option<u64> {
+    let mut total = None;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        if !entry.file_name().as_encoded_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        // Gone since the listing, or not ours to read: not in the group for this look.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // The command name, in parentheses, may hold spaces and parentheses: the fields
+        // after its last `)` start at the third, the state.
+        let Some((_, fields)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = fields.split_whitespace().collect();
+        // Field 5 is the process group; 14 to 17 utime, stime, cutime, cstime.
+        if fields.get(2).and_then(|f| f.parse::<u32>().ok()) != Some(group) {
+            continue;
+        }
+        let ticks: u64 =
+            fields.get(11..15).into_iter().flatten().filter_map(|f| f.parse::<u64>().ok()).sum();
+        total = Some(total.unwrap_or(0) + ticks);
+    }
+    total
+}
+
+#[cfg(not(target_os = "linux"))]
+fn group_cpu_ticks(_group: u32) -> Option<u64> {
+    None
+}
+
+/// The engine and its first argument, as a user would type them to try the stage alone.
+fn command_line<S: AsRef<std::ffi::OsStr>>(path: &Path, args: &[S]) -> String {
+    let first = args.first().map(|a| a.as_ref().to_string_lossy().into_owned());
+    let mut line = path.display().to_string();
+    if let Some(first) = first.filter(|a| !a.starts_with('-')) {
+        line.push(' ');
+        line.push_str(&first);
+    }
+    line
 }
 
 /// Reads `pipe` line by line (bytes that are not UTF-8 replaced, `\r` dropped) into `tx`.

@@ -3,6 +3,7 @@
 //! usual blur measure), so that motion blur costs as few views as possible.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use rayon::prelude::*;
 
@@ -67,9 +68,11 @@ pub(crate) struct Ffmpeg {
 }
 
 impl Ffmpeg {
-    /// `ffmpeg` at `path` (or on the `PATH`), and the `ffprobe` beside it.
-    pub fn new(path: Option<&Path>) -> Self {
-        let ffmpeg = Engine::new("ffmpeg", path.or(Some(Path::new("ffmpeg"))), FFMPEG_ADVICE);
+    /// `ffmpeg` at `path` (or on the `PATH`), and the `ffprobe` beside it; either is stopped
+    /// once idle for `idle_limit`.
+    pub fn new(path: Option<&Path>, idle_limit: Duration) -> Self {
+        let ffmpeg =
+            Engine::new("ffmpeg", path.or(Some(Path::new("ffmpeg"))), FFMPEG_ADVICE, idle_limit);
         let ffprobe_path = match path {
             Some(path) => path.with_file_name(path.file_name().map_or_else(
                 || "ffprobe".into(),
@@ -77,7 +80,7 @@ impl Ffmpeg {
             )),
             None => PathBuf::from("ffprobe"),
         };
-        let ffprobe = Engine::new("ffprobe", Some(&ffprobe_path), FFMPEG_ADVICE);
+        let ffprobe = Engine::new("ffprobe", Some(&ffprobe_path), FFMPEG_ADVICE, idle_limit);
         Self { ffmpeg, ffprobe }
     }
 
@@ -96,22 +99,23 @@ impl Ffmpeg {
         ];
         let (mut rate, mut base_rate, mut duration, mut stream_duration) = (None, None, None, None);
         let mut messages = Vec::new();
-        let finished = self.ffprobe.run(&args, cancel, &mut |line| {
-            let Some((key, value)) = line.split_once('=') else {
-                messages.push(line.trim().to_owned());
-                return;
-            };
-            let value = value.trim().trim_matches('"');
-            let seconds = || value.parse::<f64>().ok().filter(|s| s.is_finite() && *s > 0.0);
-            match key {
-                "streams.stream.0.avg_frame_rate" => rate = parse_rate(value),
-                // A variable-rate file may have no average (0/0): its base rate then.
-                "streams.stream.0.r_frame_rate" => base_rate = parse_rate(value),
-                "streams.stream.0.duration" => stream_duration = seconds(),
-                "format.duration" => duration = seconds(),
-                _ => {}
-            }
-        })?;
+        let finished =
+            self.ffprobe.run("ffprobe, reading the video", &args, cancel, &mut |line| {
+                let Some((key, value)) = line.split_once('=') else {
+                    messages.push(line.trim().to_owned());
+                    return;
+                };
+                let value = value.trim().trim_matches('"');
+                let seconds = || value.parse::<f64>().ok().filter(|s| s.is_finite() && *s > 0.0);
+                match key {
+                    "streams.stream.0.avg_frame_rate" => rate = parse_rate(value),
+                    // A variable-rate file may have no average (0/0): its base rate then.
+                    "streams.stream.0.r_frame_rate" => base_rate = parse_rate(value),
+                    "streams.stream.0.duration" => stream_duration = seconds(),
+                    "format.duration" => duration = seconds(),
+                    _ => {}
+                }
+            })?;
         let fail = |message: String| PosesError::Video { path: video.to_path_buf(), message };
         if !finished.status.success() {
             let said = messages.last().cloned().unwrap_or_else(|| finished.status.to_string());
@@ -159,18 +163,15 @@ impl Ffmpeg {
             "2".as_ref(),
             pattern.as_os_str(),
         ];
-        let finished = self.ffmpeg.run(&args, cancel, &mut |line| {
+        let what = "ffmpeg, cutting frames of the video";
+        let finished = self.ffmpeg.run(what, &args, cancel, &mut |line| {
             if let Some(micros) =
                 line.strip_prefix("out_time_us=").and_then(|v| v.trim().parse::<u64>().ok())
             {
                 progress(micros / 1000);
             }
         })?;
-        if finished.status.success() {
-            Ok(())
-        } else {
-            Err(finished.failure("ffmpeg, cutting frames of the video"))
-        }
+        if finished.status.success() { Ok(()) } else { Err(finished.failure(what)) }
     }
 }
 
@@ -182,12 +183,14 @@ impl Ffmpeg {
     pub fn check_encoder(&self, out: &Path, cancel: &Cancel) -> Result<(), PosesError> {
         let (encoder, purpose) = video_codec(out);
         let mut found = false;
-        let finished = self.ffmpeg.run(&["-hide_banner", "-encoders"], cancel, &mut |line| {
-            // " V....D libx264   libx264 H.264 / AVC …": the name is the second field.
-            found |= line.split_whitespace().nth(1) == Some(encoder);
-        })?;
+        let what = "ffmpeg -encoders";
+        let finished =
+            self.ffmpeg.run(what, &["-hide_banner", "-encoders"], cancel, &mut |line| {
+                // " V....D libx264   libx264 H.264 / AVC …": the name is the second field.
+                found |= line.split_whitespace().nth(1) == Some(encoder);
+            })?;
         if !finished.status.success() {
-            return Err(finished.failure("ffmpeg -encoders"));
+            return Err(finished.failure(what));
         }
         if found {
             Ok(())
@@ -236,18 +239,15 @@ impl Ffmpeg {
         args.push(pattern.as_os_str());
         args.extend(codec.iter().chain(&["-pix_fmt", "yuv420p"]).map(std::ffi::OsStr::new));
         args.push(out.as_os_str());
-        let finished = self.ffmpeg.run(&args, cancel, &mut |line| {
+        let what = "ffmpeg, encoding the video";
+        let finished = self.ffmpeg.run(what, &args, cancel, &mut |line| {
             if let Some(frame) =
                 line.strip_prefix("frame=").and_then(|v| v.trim().parse::<u64>().ok())
             {
                 progress(frame);
             }
         })?;
-        if finished.status.success() {
-            Ok(())
-        } else {
-            Err(finished.failure("ffmpeg, encoding the video"))
-        }
+        if finished.status.success() { Ok(()) } else { Err(finished.failure(what)) }
     }
 }
 

@@ -349,8 +349,8 @@ pub struct SplatApp {
     self_test_json: Option<String>,
     /// Camera poses for dropped photos or a video: the question, then the run.
     poses: Option<PosesWindow>,
-    /// COLMAP's executable for those runs (empty: `colmap` on the `PATH`).
-    colmap_path: String,
+    /// COLMAP's executable and the engines' idle limit for those runs.
+    engines: poses::EngineSettings,
 }
 
 impl SplatApp {
@@ -452,7 +452,7 @@ impl SplatApp {
             self_test: None,
             self_test_json: None,
             poses: None,
-            colmap_path: String::new(),
+            engines: poses::EngineSettings::default(),
         };
         let adapter = &app.gpu.adapter_info;
         app.info(format!(
@@ -749,7 +749,7 @@ impl SplatApp {
 
     fn poses_window(&mut self, ctx: &egui::Context) {
         let Some(window) = self.poses.as_mut() else { return };
-        let action = window.show(ctx, &mut self.colmap_path);
+        let action = window.show(ctx, &mut self.engines);
         if !window.is_open() {
             self.poses = None;
         }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use splat_poses::{Cancel, Input, Options, PosesError, Progress, Report, Stage};
 
@@ -51,6 +51,20 @@ pub(super) enum Action {
     Ended(Result<String, String>),
 }
 
+/// The window's settings for the engines, kept between runs.
+pub(super) struct EngineSettings {
+    /// COLMAP's executable (empty: `colmap` on the `PATH`).
+    pub colmap: String,
+    /// Seconds an engine may print nothing and use no CPU time before it is stopped.
+    pub idle_limit_s: u64,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self { colmap: String::new(), idle_limit_s: splat_poses::DEFAULT_IDLE_LIMIT.as_secs() }
+    }
+}
+
 pub(super) struct PosesWindow {
     input_path: PathBuf,
     input: Input,
@@ -75,8 +89,8 @@ impl PosesWindow {
         !self.closed
     }
 
-    /// Draws the window; `colmap` is the app's COLMAP path setting (empty: on the `PATH`).
-    pub(super) fn show(&mut self, ctx: &egui::Context, colmap: &mut String) -> Action {
+    /// Draws the window, with the app's engine settings.
+    pub(super) fn show(&mut self, ctx: &egui::Context, engines: &mut EngineSettings) -> Action {
         let action = self.poll(ctx);
         let mut start = None;
         let mut close = false;
@@ -103,9 +117,21 @@ impl PosesWindow {
                         ui.end_row();
                         ui.label("COLMAP");
                         ui.add(
-                            egui::TextEdit::singleline(colmap)
+                            egui::TextEdit::singleline(&mut engines.colmap)
                                 .hint_text("colmap (on the PATH)")
                                 .desired_width(300.0),
+                        );
+                        ui.end_row();
+                        ui.label("Stop when idle for");
+                        ui.add(
+                            egui::DragValue::new(&mut engines.idle_limit_s)
+                                .range(1..=86_400)
+                                .suffix(" s"),
+                        )
+                        .on_hover_text(
+                            "A COLMAP or ffmpeg that prints nothing and uses no CPU time for \
+                             this long is stopped, and the run says which stage it was in \
+                             (Linux)",
                         );
                         ui.end_row();
                     });
@@ -143,8 +169,13 @@ impl PosesWindow {
             }
         });
         if let Some(out) = start {
-            let colmap = Some(colmap.trim()).filter(|c| !c.is_empty()).map(PathBuf::from);
-            self.start(ctx, out, colmap);
+            let colmap = Some(engines.colmap.trim()).filter(|c| !c.is_empty()).map(PathBuf::from);
+            let options = Options {
+                colmap,
+                idle_limit: Duration::from_secs(engines.idle_limit_s),
+                ..Options::default()
+            };
+            self.start(ctx, out, options);
         }
         if close {
             self.closed = true;
@@ -152,11 +183,10 @@ impl PosesWindow {
         action
     }
 
-    fn start(&mut self, ctx: &egui::Context, out: PathBuf, colmap: Option<PathBuf>) {
+    fn start(&mut self, ctx: &egui::Context, out: PathBuf, options: Options) {
         let (tx, events) = sync_channel(EVENT_CAPACITY);
         let cancel = Cancel::default();
         let input = self.input.clone();
-        let options = Options { colmap, ..Options::default() };
         let (run_cancel, repaint) = (cancel.clone(), ctx.clone());
         let spawned = std::thread::Builder::new().name("colmap-poses".into()).spawn(move || {
             run(&input, &out, &options, &run_cancel, &tx, &repaint);
