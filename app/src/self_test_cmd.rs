@@ -13,6 +13,8 @@ pub struct SelfTestArgs {
     pub memory_budget: Option<u64>,
     /// Print the adapter's report as JSON and stop, without running a check.
     pub adapter_only: bool,
+    /// Shorter training runs ([`splat_trainer::self_test::Options::quick`]).
+    pub quick: bool,
 }
 
 pub fn run(args: &SelfTestArgs) -> anyhow::Result<()> {
@@ -31,8 +33,13 @@ pub fn run(args: &SelfTestArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let sample = sample::load_dataset()?;
-    eprintln!("self-test on {} (about a minute)…", ctx.adapter_info.name);
-    let options = splat_trainer::self_test::Options { memory_budget: budget, profile: true };
+    let length = if args.quick { "quick" } else { "about a minute" };
+    eprintln!("self-test on {} ({length})…", ctx.adapter_info.name);
+    let options = splat_trainer::self_test::Options {
+        memory_budget: budget,
+        profile: true,
+        quick: args.quick,
+    };
     let report = splat_trainer::self_test::run(&ctx, &sample, &options)
         .context("the self-test could not run")?;
     println!("{}", report.summary());

@@ -57,8 +57,17 @@ const MEAN_TOLERANCE: f64 = 1e-5;
 const GRADIENT_TOLERANCE: f64 = 1e-4;
 /// Views of the sample scene checked against the reference: both rings, four directions.
 const VIEWS: [usize; 4] = [0, 5, 16, 27];
-/// Steps of each training run: two refinements, the SH degree rising to 3.
-const TRAIN_STEPS: u32 = 300;
+/// Each training run: its steps and the steps between refinements (from the first such
+/// interval on) and between SH degrees: two refinements, the SH degree rising to 3.
+const TRAINING: Training = Training { steps: 300, every: 100 };
+/// The same in a fifth of the steps, for [`Options::quick`].
+const QUICK_TRAINING: Training = Training { steps: 60, every: 20 };
+
+#[derive(Clone, Copy)]
+struct Training {
+    steps: u32,
+    every: u32,
+}
 
 /// The whole report: what `--json` writes.
 #[derive(Clone, Debug, Serialize)]
@@ -133,6 +142,9 @@ pub struct Options {
     /// Time a training step's passes (the profiler is the device's: not while another run
     /// trains on it).
     pub profile: bool,
+    /// Training runs of 60 steps instead of 300 (the rasterizer's checks unchanged): for a
+    /// script that checks its own wiring (`scripts/gpu-figures.sh --tiny`).
+    pub quick: bool,
 }
 
 /// Runs every check on `ctx`'s adapter; `sample` is the built-in sample scene's dataset,
@@ -154,7 +166,8 @@ pub fn run(
         check_backward(ctx, &renderer, &splats, &views)?,
         check_reductions(ctx, &splats, &views)?,
     ];
-    let (training, passes) = check_training(ctx, sample, options.profile)?;
+    let training = if options.quick { QUICK_TRAINING } else { TRAINING };
+    let (training, passes) = check_training(ctx, sample, training, options.profile)?;
     checks.push(training);
     let passed = checks.iter().all(|c| c.passed);
     Ok(SelfTestReport {
@@ -507,6 +520,7 @@ fn check_reductions(
 fn check_training(
     ctx: &GpuContext,
     sample: &Arc<Dataset>,
+    Training { steps, every }: Training,
     profile: bool,
 ) -> Result<(Check, Vec<PassTime>), GpuError> {
     let Some(points) = sample.init_points.as_ref() else {
@@ -517,11 +531,15 @@ fn check_training(
     };
     let init = splats_from_points(points, 3);
     let config = TrainConfig {
-        steps: TRAIN_STEPS,
+        steps,
         sh_degree: 3,
-        sh_degree_interval: 100,
+        sh_degree_interval: every,
         sh_precision: ShPrecision::F32,
-        strategy: Strategy::Default(DefaultConfig { start: 100, ..DefaultConfig::default() }),
+        strategy: Strategy::Default(DefaultConfig {
+            start: every,
+            refine_every: every,
+            ..DefaultConfig::default()
+        }),
         max_splats: 50_000,
         eval_every: 0,
         seed: 7,
@@ -545,18 +563,18 @@ fn check_training(
         passed: differing == 0,
         summary: if differing == 0 {
             format!(
-                "two {TRAIN_STEPS}-step runs with one seed end with the same bits ({} splats, \
+                "two {steps}-step runs with one seed end with the same bits ({} splats, \
                  {:.1} steps/s)",
                 first.splats.len(),
-                f64::from(TRAIN_STEPS) / seconds
+                f64::from(steps) / seconds
             )
         } else {
-            format!("two runs with one seed differ in {differing} values after {TRAIN_STEPS} steps")
+            format!("two runs with one seed differ in {differing} values after {steps} steps")
         },
         figures: BTreeMap::from([
-            ("steps".into(), f64::from(TRAIN_STEPS)),
+            ("steps".into(), f64::from(steps)),
             ("splats".into(), first.splats.len() as f64),
-            ("steps_per_second".into(), f64::from(TRAIN_STEPS) / seconds),
+            ("steps_per_second".into(), f64::from(steps) / seconds),
             ("values_differing".into(), differing as f64),
         ]),
     };

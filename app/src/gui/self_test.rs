@@ -137,6 +137,7 @@ impl SelfTestWindow {
 
 fn run(gpu: &GpuContext, budget: MemoryBudget) -> Result<SelfTestReport, String> {
     let dataset = sample::load_dataset().map_err(|e| format!("{e:#}"))?;
-    let options = splat_trainer::self_test::Options { memory_budget: budget, profile: false };
+    let options =
+        splat_trainer::self_test::Options { memory_budget: budget, profile: false, quick: false };
     splat_trainer::self_test::run(gpu, &dataset, &options).map_err(|e| e.to_string())
 }
