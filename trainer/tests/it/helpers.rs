@@ -22,6 +22,18 @@ pub fn desk_statue(max_resolution: u32) -> Arc<Dataset> {
     Arc::new(load_dataset(&dataset_path("desk-statue-colmap"), &options).expect("desk-statue"))
 }
 
+/// Every `n`th point of `points`: fewer initial splats, for a run whose step cost follows them.
+pub fn every_nth_point(
+    points: &splat_trainer::formats::PointCloud,
+    n: usize,
+) -> splat_trainer::formats::PointCloud {
+    splat_trainer::formats::PointCloud {
+        positions: points.positions.iter().copied().step_by(n).collect(),
+        colors: points.colors.iter().copied().step_by(n).collect(),
+        has_color: points.has_color,
+    }
+}
+
 /// A small test run of `steps` steps: SH degree 1 (raised after 10 steps), at most 20,000
 /// splats, seed 1, no evaluation, a black background, the default rates and loss. Tests
 /// override what they need with `TrainConfig { …, ..test_config(steps, strategy) }`.
