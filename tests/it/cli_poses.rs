@@ -53,7 +53,7 @@ fn assert_nothing_left(out: &Path) {
 /// and are far below what a wrong pose gives (a misregistered or mirrored camera is off by
 /// tens of degrees and tens of percent).
 #[test]
-#[ignore = "slow: COLMAP on 23 photos"]
+#[ignore = "slow, about 15 s: COLMAP's poses of 23 photos through us agree with the capture's own model"]
 fn photos_get_poses_that_agree_with_the_captures_own_model() {
     if !engines_present("photos_get_poses_that_agree_with_the_captures_own_model") {
         return;
@@ -69,6 +69,9 @@ fn photos_get_poses_that_agree_with_the_captures_own_model() {
         out.to_str().unwrap(),
         "--max-image-size",
         "640",
+        // A COLMAP that hangs fails in 30 s, its stage named, well inside nextest's limit.
+        "--idle-limit",
+        "30",
         "--compare",
         capture.to_str().unwrap(),
         "--json",
@@ -105,7 +108,7 @@ fn photos_get_poses_that_agree_with_the_captures_own_model() {
 
 /// A video made in the test from the desk-penguin phone frames becomes a dataset that trains.
 #[test]
-#[ignore = "slow: ffmpeg, COLMAP and a training run"]
+#[ignore = "slow, about 20 s: a video becomes a dataset (ffmpeg, COLMAP) that trains"]
 fn a_video_becomes_a_dataset_that_trains() {
     if !engines_present("a_video_becomes_a_dataset_that_trains") {
         return;
@@ -130,6 +133,8 @@ fn a_video_becomes_a_dataset_that_trains() {
         out.to_str().unwrap(),
         "--fps",
         "5",
+        "--idle-limit",
+        "30",
         "--json",
         report.to_str().unwrap(),
     ]);
@@ -269,7 +274,6 @@ fn failures_are_one_clear_line_and_leave_nothing() {
 /// of the terminal's reach) is stopped, and nothing is left.
 #[cfg(unix)]
 #[test]
-#[ignore = "slow: a COLMAP run interrupted"]
 fn ctrl_c_stops_colmap_and_leaves_nothing() {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
@@ -307,6 +311,62 @@ fn ctrl_c_stops_colmap_and_leaves_nothing() {
     assert!(!status.success(), "{said:?}");
     assert!(said.iter().any(|l| l.starts_with("error: cancelled")), "{said:?}");
     assert!(!colmap_running(), "COLMAP still runs after the cancel");
+    assert_nothing_left(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A COLMAP that stops answering — here a script on the `PATH` that, asked to extract
+/// features, waits on a `sleep` at 0% CPU, as COLMAP once did in CI for 27 minutes — is
+/// stopped after the idle limit: the run fails in about that time with one line naming the
+/// stage, no process of the engine's group is left, and nothing is written. Needs no real
+/// engine: it runs everywhere the CPU time of a process group can be read (Linux).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_colmap_that_hangs_is_stopped_after_the_idle_limit() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = scratch("hang");
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let sleeper = dir.join("sleeper.pid");
+    // It answers the two help requests as COLMAP 3.8 does, then hangs in the first stage.
+    let script = format!(
+        "#!/bin/sh\n\
+         [ \"$1\" = -h ] && {{ echo 'COLMAP 3.8 (a stand-in that hangs)'; exit 0; }}\n\
+         [ \"$2\" = -h ] && {{ echo '  --SiftExtraction.use_gpu arg (=1)'; exit 0; }}\n\
+         sleep 600 &\n\
+         echo $! > '{}'\n\
+         wait\n",
+        sleeper.display()
+    );
+    let colmap = bin.join("colmap");
+    std::fs::write(&colmap, script).unwrap();
+    std::fs::set_permissions(&colmap, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+
+    let out = dir.join("statue");
+    let started = std::time::Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_splatforge"))
+        .args(["poses", data("datasets/desk-statue-colmap/images").to_str().unwrap()])
+        .args(["--out", out.to_str().unwrap(), "--max-image-size", "100", "--idle-limit", "2"])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let seconds = started.elapsed().as_secs_f64();
+    let said = stderr(&output);
+    assert!(!output.status.success(), "{said}");
+    // The idle limit, plus preparing 23 small photos and stopping the group (a debug build
+    // takes a few seconds); without the watchdog the stand-in sleeps 600 s.
+    assert!(seconds < 60.0, "the hung engine held the run {seconds:.0} s:\n{said}");
+    let errors = error_lines(&said);
+    assert_eq!(errors.len(), 1, "{said}");
+    assert!(errors[0].contains("(feature extraction) printed nothing"), "{said}");
+    assert!(errors[0].contains("--idle-limit"), "{said}");
+    let pid = std::fs::read_to_string(&sleeper).unwrap();
+    let stat = Path::new("/proc").join(pid.trim()).join("stat");
+    // Gone, or a zombie (state Z) that its new parent has yet to reap.
+    let running = std::fs::read_to_string(stat)
+        .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')));
+    assert!(!running, "the engine's sleep {} still runs", pid.trim());
     assert_nothing_left(&out);
     let _ = std::fs::remove_dir_all(&dir);
 }

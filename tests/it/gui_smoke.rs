@@ -62,7 +62,7 @@ fn start_xvfb() -> (Reaper, String) {
 }
 
 #[test]
-#[ignore = "slow: the real window in Xvfb, trained and screenshotted"]
+#[ignore = "slow, about 10 s: the real window in Xvfb trains the sample scene and draws it"]
 fn the_binary_opens_trains_the_sample_scene_and_draws_it() {
     let (_xvfb, display) = start_xvfb();
     let home = std::env::temp_dir().join(format!("splatforge-smoke-{}", std::process::id()));

@@ -24,12 +24,3 @@ pub fn engines_present(test: &str, engines: &[(&str, &str)]) -> bool {
     eprintln!("{test}: skipped: {missing} is not installed on this machine");
     false
 }
-
-/// Held by the tests that run the whole self-test (its two 300-step runs and the kernel
-/// checks on lavapipe, minutes in a debug build): CI has two cores, and two self-tests side
-/// by side each took more than twice as long, past the GPU script's time limit for its
-/// self-test step (CI of 2026-11-28). A failed holder poisons it; the next one goes on.
-pub fn one_self_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}

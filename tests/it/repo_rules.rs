@@ -257,3 +257,97 @@ fn every_character_the_window_shows_has_a_glyph() {
     let missing: Vec<char> = shown.into_iter().filter(|&c| !lays_out(c.to_string())).collect();
     assert!(missing.is_empty(), "no glyph in egui's fonts for {missing:?}");
 }
+
+/// Every Rust file of the workspace's crates, with its path relative to the root.
+fn rust_files() -> Vec<(String, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut found = Vec::new();
+    let mut folders: Vec<_> =
+        ["formats", "render", "trainer", "poses", "app", "tests"].map(|f| root.join(f)).into();
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("read folder").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("read a source file");
+                let relative = path.strip_prefix(&root).unwrap_or(&path);
+                found.push((relative.display().to_string(), text));
+            }
+        }
+    }
+    found
+}
+
+/// Every ignored test is a slow test that says how long it takes alone and what it proves
+/// (`#[ignore = "slow, about 40 s: …"]`: TESTING.md) or a measurement for BENCHMARKS.md
+/// (`measure_*`, which no tier runs).
+#[test]
+fn every_ignored_test_says_its_time_and_its_claim() {
+    let mut offences = Vec::new();
+    let mut checked = 0;
+    for (path, text) in rust_files() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (number, line) in lines.iter().enumerate() {
+            let Some(reason) = line.trim().strip_prefix("#[ignore") else { continue };
+            let name = lines[number..]
+                .iter()
+                .find_map(|l| l.trim().strip_prefix("fn "))
+                .and_then(|l| l.split('(').next())
+                .unwrap_or_default();
+            checked += 1;
+            if name.starts_with("measure_") {
+                continue;
+            }
+            let reason = reason.trim_start_matches(" = \"").trim_end_matches("\"]");
+            let said = reason.strip_prefix("slow, about ").and_then(|r| r.split_once(": "));
+            let timed = said.is_some_and(|(time, claim)| {
+                let (amount, unit) = time.split_once(' ').unwrap_or_default();
+                amount.parse::<u32>().is_ok() && ["s", "min"].contains(&unit) && claim.len() > 10
+            });
+            if !timed {
+                offences.push(format!("{path}:{}: {name}: {reason}", number + 1));
+            }
+        }
+    }
+    assert!(checked > 20, "the scan found only {checked} ignored tests");
+    assert!(
+        offences.is_empty(),
+        "an ignored test is `measure_*` or says `slow, about N s: what it proves`:\n{}",
+        offences.join("\n")
+    );
+}
+
+/// Every test `.config/nextest.toml` names exists (a renamed test would silently leave its
+/// group or its limits): each `test(=module::name)` is a function `name` in a file
+/// `module.rs`, each `test(/^module::/)` a file `module.rs`.
+#[test]
+fn the_runners_settings_name_tests_that_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let config = std::fs::read_to_string(root.join(".config/nextest.toml")).expect("nextest.toml");
+    let files = rust_files();
+    let module = |name: &str| -> Vec<&String> {
+        let file = format!("/{name}.rs");
+        files.iter().filter(|(path, _)| path.ends_with(&file)).map(|(_, text)| text).collect()
+    };
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for (prefix, exact) in [("test(=", true), ("test(/^", false)] {
+        for piece in config.split(prefix).skip(1) {
+            let Some(item) = piece.split([')', '/']).next() else { continue };
+            let path: Vec<&str> = item.trim_end_matches("::").split("::").collect();
+            named += 1;
+            let found = if exact {
+                let (function, module_name) = (path[path.len() - 1], path[path.len() - 2]);
+                module(module_name).iter().any(|text| text.contains(&format!("fn {function}(")))
+            } else {
+                !module(path[0]).is_empty()
+            };
+            if !found {
+                missing.push(item.to_owned());
+            }
+        }
+    }
+    assert!(named > 10, "the scan found only {named} names in nextest.toml");
+    assert!(missing.is_empty(), "nextest.toml names tests that do not exist: {missing:?}");
+}

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use splat_formats::random::SplitMix64;
-use splat_test_support::{CountingAllocator, data, own_process};
+use splat_test_support::{CountingAllocator, assert_own_process, data};
 
 const ROUNDS: usize = 400;
 const BUDGET_PER_FILE: Duration = Duration::from_millis(700);
@@ -137,9 +137,7 @@ fn check_one(name: &str, bytes: &[u8], context: &dyn Fn() -> String) {
 #[test]
 fn mutated_real_files_never_panic_or_overallocate() {
     // The heap is counted for the whole process: no other test may run beside this one.
-    if !own_process("fuzz_real_files::mutated_real_files_never_panic_or_overallocate") {
-        return;
-    }
+    assert_own_process("fuzz_real_files::mutated_real_files_never_panic_or_overallocate");
     let root = data("");
     let mut paths = Vec::new();
     files(&root.join("splats"), &mut paths);

@@ -1,6 +1,6 @@
 //! What the tests of every crate share (each crate's tests are one binary, `tests/it/`):
 //! the shared data's path, temporary folders, and measuring the test's own process, which
-//! needs the process to itself ([`own_process`]).
+//! needs the process to itself ([`assert_own_process`]: cargo-nextest gives every test one).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::OsStr;
@@ -71,51 +71,57 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Set in the child process [`run_alone`] starts, to the name of the test it runs.
-const ALONE: &str = "SPLATFORGE_TEST_ALONE";
-
-/// Whether this process is the one [`run_alone`] started for test `name`.
-#[must_use]
-pub fn is_alone(name: &str) -> bool {
-    std::env::var(ALONE).is_ok_and(|running| running == name)
-}
-
 /// For a test that measures the whole process (its resident set, its heap through
-/// [`CountingAllocator`]): the tests of a binary run side by side in one process, so such a
-/// test runs itself again in a process of its own. True in that process, which then measures;
-/// false in the caller, which has seen it pass and returns.
+/// [`CountingAllocator`]): panics unless this process runs test `name` (`module::function`)
+/// and nothing else, as cargo-nextest runs every test (README's test commands). Under
+/// `cargo test` the tests of a binary share one process, and the figures would be theirs
+/// together. The name is checked so that a renamed test cannot pass unmeasured.
 ///
-/// `name` is the test's path in its binary (`module::function`).
-#[must_use]
-pub fn own_process(name: &str) -> bool {
-    if is_alone(name) {
-        return true;
-    }
-    run_alone(name, &[]);
-    false
+/// # Panics
+/// When the test does not run alone in its process under that name.
+pub fn assert_own_process(name: &str) {
+    let mode = std::env::var("NEXTEST_EXECUTION_MODE").unwrap_or_default();
+    assert!(
+        mode == "process-per-test",
+        "{name} measures its whole process: run it with `cargo nextest run` (a process a test), \
+         not `cargo test`"
+    );
+    let running = std::env::var("NEXTEST_TEST_NAME").unwrap_or_default();
+    assert_eq!(running, name, "assert_own_process names another test than the one running");
 }
 
-/// Runs test `name` of this test binary in a process of its own with `envs` added, and panics
-/// unless exactly that test ran there and passed (a renamed test would otherwise pass by
-/// running nothing). What the child printed is printed here, through the test's capture.
+/// Set in the child process [`rerun_with_env`] starts, to the name of the test it runs.
+const CHILD: &str = "SPLATFORGE_TEST_CHILD";
+
+/// Whether this process is the one [`rerun_with_env`] started for test `name`.
+#[must_use]
+pub fn is_rerun(name: &str) -> bool {
+    std::env::var(CHILD).is_ok_and(|running| running == name)
+}
+
+/// Runs test `name` of this test binary again, in a child process with `envs` added: for a
+/// setting a driver reads once when it loads (lavapipe's subgroup width), compared in one
+/// test with this process's run. Panics unless exactly that test ran there and passed (a
+/// renamed test would otherwise pass by running nothing). What the child printed is printed
+/// here, through the test's capture.
 ///
 /// # Panics
 /// When the child fails, runs no test, or cannot start.
-pub fn run_alone(name: &str, envs: &[(&str, &OsStr)]) {
+pub fn rerun_with_env(name: &str, envs: &[(&str, &OsStr)]) {
     let exe = std::env::current_exe().expect("the test binary's path");
     let out = Command::new(exe)
         .args(["--exact", name, "--include-ignored", "--nocapture", "--test-threads=1"])
-        .env(ALONE, name)
+        .env(CHILD, name)
         .envs(envs.iter().copied())
         .output()
         .expect("start the test binary again");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprint!("{stderr}");
-    assert!(out.status.success(), "{name} failed in its own process:\n{stdout}");
+    assert!(out.status.success(), "{name} failed in its child process:\n{stdout}");
     assert!(
         stdout.contains("test result: ok. 1 passed"),
-        "{name} did not run in its own process (renamed?):\n{stdout}"
+        "{name} did not run in its child process (renamed?):\n{stdout}"
     );
 }
 
@@ -127,7 +133,7 @@ pub fn rss_bytes() -> Option<u64> {
 }
 
 /// The system allocator, counting live heap bytes and their peak; a test binary installs it
-/// with `#[global_allocator]`, and a test reading it runs in its [`own_process`].
+/// with `#[global_allocator]`, and a test reading it checks [`assert_own_process`].
 pub struct CountingAllocator;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);

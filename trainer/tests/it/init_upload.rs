@@ -5,7 +5,7 @@
 
 use splat_formats::PointCloud;
 use splat_render::{Owner, ShPrecision};
-use splat_test_support::{CountingAllocator, own_process};
+use splat_test_support::{CountingAllocator, assert_own_process};
 use splat_trainer::init::{UPLOAD_CHUNK, splats_from_points, upload_from_points};
 
 use crate::helpers::context;
@@ -26,9 +26,7 @@ fn cloud(n: usize) -> PointCloud {
 
 #[test]
 fn chunked_upload_is_exact_and_bounded() {
-    if !own_process("init_upload::chunked_upload_is_exact_and_bounded") {
-        return;
-    }
+    assert_own_process("init_upload::chunked_upload_is_exact_and_bounded");
     let ctx = context();
 
     // Exact: across chunk boundaries, the GPU holds what converting at once gives (the SH

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use splat_render::{Category, Owner};
-use splat_test_support::{dataset_path, own_process, rss_bytes};
+use splat_test_support::{assert_own_process, dataset_path, rss_bytes};
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
@@ -16,11 +16,9 @@ use splat_trainer::train::{TrainConfig, Trainer};
 use crate::helpers::{context, test_config};
 
 #[test]
-#[ignore = "slow: a memory soak of 2,000 steps"]
+#[ignore = "slow, about 25 s: 2,000 steps accumulate no allocation and keep the resident set within 1%"]
 fn two_thousand_steps_stay_flat() {
-    if !own_process("long_run::two_thousand_steps_stay_flat") {
-        return;
-    }
+    assert_own_process("long_run::two_thousand_steps_stay_flat");
     let path = dataset_path("maupertuis-colmap-txt");
     let data = Arc::new(
         load_dataset(&path, &LoadOptions { max_resolution: 32, ..LoadOptions::default() }).unwrap(),

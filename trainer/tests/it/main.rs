@@ -1,6 +1,7 @@
 //! The trainer crate's integration tests: one binary, a module per concern (TESTING.md).
-//! Tests that measure the whole process (its resident set, its heap) run in a process of
-//! their own (`splat_test_support::own_process`).
+//! Tests that measure the whole process (its resident set, its heap) check that they have it
+//! to themselves (`splat_test_support::assert_own_process`: cargo-nextest runs each test in a
+//! process of its own).
 
 mod adam;
 mod appearance;

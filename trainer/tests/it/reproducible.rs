@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use splat_render::{GpuContext, HeadlessOptions, Owner, wgpu};
-use splat_test_support::{is_alone, run_alone};
+use splat_test_support::{is_rerun, rerun_with_env};
 use splat_trainer::dataset::Dataset;
 use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::init::splats_from_points;
@@ -92,7 +92,7 @@ fn trains_twice_alike(name: &str, strategy: &Strategy) {
 }
 
 #[test]
-#[ignore = "slow: two 400-step compact runs, about a minute on lavapipe"]
+#[ignore = "slow, about 20 s: two compact runs with one seed, refinements included, end with the same bits"]
 /// The default strategy; the 3DGS one is compact's plan with a larger cap and opacity
 /// resets, and trains the same bits on every adapter below.
 fn compact_strategy_trains_the_same_splats_twice() {
@@ -103,7 +103,7 @@ fn compact_strategy_trains_the_same_splats_twice() {
 }
 
 #[test]
-#[ignore = "slow: two 400-step MCMC runs, about a minute on lavapipe"]
+#[ignore = "slow, about 20 s: two MCMC runs with one seed, relocations included, end with the same bits"]
 fn mcmc_trains_the_same_splats_twice() {
     let strategy = Strategy::Mcmc(McmcConfig {
         cap: 2_500,
@@ -143,9 +143,9 @@ const SUBGROUP_TEST: &str = "reproducible::the_same_bits_whatever_the_subgroup_w
 const CHILD_OUT: &str = "SPLATFORGE_TEST_CHILD_OUT";
 
 #[test]
-#[ignore = "slow: three training runs, one in a child process"]
+#[ignore = "slow, about 50 s: subgroups of 8 and 4 lanes and none train the same bits"]
 fn the_same_bits_whatever_the_subgroup_width() {
-    if is_alone(SUBGROUP_TEST) {
+    if is_rerun(SUBGROUP_TEST) {
         // The child process: lavapipe read LP_NATIVE_VECTOR_WIDTH when it loaded.
         let out = std::path::PathBuf::from(std::env::var(CHILD_OUT).unwrap());
         let ctx = context();
@@ -173,7 +173,7 @@ fn the_same_bits_whatever_the_subgroup_width() {
     // lavapipe's subgroups are 4 lanes wide with LP_NATIVE_VECTOR_WIDTH=128 (8 otherwise),
     // read when the driver loads: a process of its own.
     let out = std::env::temp_dir().join(format!("splatforge-width-{}", std::process::id()));
-    run_alone(
+    rerun_with_env(
         SUBGROUP_TEST,
         &[("LP_NATIVE_VECTOR_WIDTH", "128".as_ref()), (CHILD_OUT, out.as_os_str())],
     );
@@ -189,7 +189,7 @@ fn the_same_bits_whatever_the_subgroup_width() {
 }
 
 #[test]
-#[ignore = "slow: two training runs, one in 64 KiB bindings"]
+#[ignore = "slow, about 15 s: a run bound in 64 KiB windows and depth bands trains the same bits"]
 fn a_device_with_small_bindings_trains_the_same_bits() {
     // SH degree 3 and up to 1,800 splats in 64 KiB bindings: the rows of parameters,
     // gradients, moments and the refinement's plan are bound 768 splats at a time (84 B a

@@ -4,7 +4,7 @@
 
 use splat_formats::filter::{CropSphere, Filter};
 use splat_render::{LedgerSnapshot, Owner};
-use splat_test_support::{data, own_process, rss_bytes};
+use splat_test_support::{assert_own_process, data, rss_bytes};
 use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
@@ -148,9 +148,7 @@ fn run_bytes(snapshot: &LedgerSnapshot) -> u64 {
 #[test]
 fn twenty_new_runs_from_the_same_init_leave_nothing_behind() {
     // The resident set is the whole process's: no other test may run beside this one.
-    if !own_process("task::twenty_new_runs_from_the_same_init_leave_nothing_behind") {
-        return;
-    }
+    assert_own_process("task::twenty_new_runs_from_the_same_init_leave_nothing_behind");
     let ctx = context();
     let task = TaskHandle::spawn(ctx.clone()).unwrap();
     task.send(load_desk()).unwrap();

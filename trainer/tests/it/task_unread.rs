@@ -19,7 +19,7 @@ const WAIT: Duration = Duration::from_secs(300);
 /// Nobody reads the events for hundreds of steps: the progress and loss events that do not
 /// fit the channel are dropped, and nothing of them piles up on the GPU or in the task.
 #[test]
-#[ignore = "slow: a memory soak of a run nobody reads"]
+#[ignore = "slow, about 15 s: events nobody reads are dropped, and nothing of them piles up"]
 fn unread_progress_keeps_the_ledger_flat() {
     let ctx = context();
     let task = TaskHandle::spawn(ctx.clone()).unwrap();
