@@ -327,3 +327,47 @@ fn stop(child: &mut Child) {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    fn shell(script: &str, idle_limit: Duration) -> Result<Finished, PosesError> {
+        let engine = Engine::new("sh", None, "", idle_limit);
+        engine.run("a test shell", &["-c", script], &Cancel::default(), &mut |_| {})
+    }
+
+    /// Silent for three times the idle limit but busy all along (a bundle adjustment prints
+    /// nothing for minutes): it runs to its end.
+    #[test]
+    fn a_silent_engine_that_computes_is_left_to_finish() {
+        let busy = "end=$(( $(date +%s) + 3 )); while [ \"$(date +%s)\" -lt \"$end\" ]; do :; done";
+        let finished = shell(busy, Duration::from_secs(1)).expect("a working engine was stopped");
+        assert!(finished.status.success());
+    }
+
+    /// Silent and idle: stopped after about the limit, named, its group gone.
+    #[test]
+    fn a_silent_idle_engine_is_stopped_after_the_limit() {
+        let started = Instant::now();
+        let Err(PosesError::Stalled { what, command, idle }) =
+            shell("sleep 60", Duration::from_secs(1))
+        else {
+            panic!("an idle engine was not stopped");
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        assert!((1.0..10.0).contains(&seconds), "stopped after {seconds:.1} s");
+        assert_eq!(
+            (what.as_str(), command.as_str(), idle),
+            ("a test shell", "sh", Duration::from_secs(1))
+        );
+    }
+
+    /// An engine that talks is never idle, even with no CPU time between its lines.
+    #[test]
+    fn lines_keep_an_engine_alive() {
+        let talks = "for i in 1 2 3 4 5 6; do echo $i; sleep 0.5; done";
+        let finished = shell(talks, Duration::from_secs(1)).expect("a talking engine was stopped");
+        assert!(finished.status.success());
+    }
+}
