@@ -1,11 +1,16 @@
 //! Opening files off the UI thread: a named worker (`splat-files`) decides what a path is and
 //! reads splat files to view; native dialogs run on short-lived `file-dialog` threads. Results
-//! come back through one bounded channel, and each wakes the UI.
+//! come back through one bounded channel, and each wakes the UI. The worker holds the GPU, so
+//! it is stopped and joined when `Files` goes: a GPU context dropped on a thread while the
+//! process unloads its libraries at exit crashed lavapipe (a double free, about one exit in
+//! twenty under load, 2026-11-28).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use splat_trainer::formats::{self, Loaded};
 use splat_trainer::render::view_controller::focus_from_points;
@@ -58,7 +63,10 @@ pub enum OpenKind {
 }
 
 pub struct Files {
-    jobs: SyncSender<PathBuf>,
+    /// Paths to open; `None` stops the worker (dialogs hold senders too, so the channel
+    /// alone would not end it while one is open).
+    jobs: SyncSender<Option<PathBuf>>,
+    worker: Option<JoinHandle<()>>,
     results_tx: SyncSender<FileEvent>,
     results: Receiver<FileEvent>,
     egui_ctx: egui::Context,
@@ -67,12 +75,12 @@ pub struct Files {
 
 impl Files {
     pub fn spawn(gpu: GpuContext, egui_ctx: egui::Context) -> std::io::Result<Self> {
-        let (jobs, job_rx) = sync_channel::<PathBuf>(JOB_CAPACITY);
+        let (jobs, job_rx) = sync_channel::<Option<PathBuf>>(JOB_CAPACITY);
         let (results_tx, results) = sync_channel(RESULT_CAPACITY);
         let tx = results_tx.clone();
         let repaint = egui_ctx.clone();
-        std::thread::Builder::new().name("splat-files".into()).spawn(move || {
-            for path in job_rx {
+        let worker = std::thread::Builder::new().name("splat-files".into()).spawn(move || {
+            while let Ok(Some(path)) = job_rx.recv() {
                 let event = match open(&gpu, &path) {
                     Ok(opened) => FileEvent::Opened(opened),
                     Err(message) => FileEvent::Failed(message),
@@ -83,18 +91,24 @@ impl Files {
                 repaint.request_repaint();
             }
         })?;
-        Ok(Self { jobs, results_tx, results, egui_ctx, dialog_open: Arc::default() })
+        Ok(Self {
+            jobs,
+            worker: Some(worker),
+            results_tx,
+            results,
+            egui_ctx,
+            dialog_open: Arc::default(),
+        })
     }
 
     /// Queues a path to open; refuses (with a message) when too many are waiting.
     pub fn open(&self, path: PathBuf) -> Result<(), String> {
-        self.jobs.try_send(path).map_err(|e| match e {
-            TrySendError::Full(path) => {
-                format!("{}: too many files are being opened; try again", path.display())
-            }
-            TrySendError::Disconnected(path) => {
-                format!("{}: the file worker has stopped", path.display())
-            }
+        self.jobs.try_send(Some(path)).map_err(|e| {
+            let (path, why) = match e {
+                TrySendError::Full(path) => (path, "too many files are being opened; try again"),
+                TrySendError::Disconnected(path) => (path, "the file worker has stopped"),
+            };
+            format!("{}: {why}", path.unwrap_or_default().display())
         })
     }
 
@@ -135,7 +149,7 @@ impl Files {
             };
             if let Some(file) = picked {
                 let path = file.path().to_path_buf();
-                if let Err(e) = jobs.try_send(path) {
+                if let Err(e) = jobs.try_send(Some(path)) {
                     let _ = failed.try_send(FileEvent::Failed(format!("cannot open: {e}")));
                 }
             }
@@ -188,6 +202,27 @@ impl Files {
         if let Err(e) = spawned {
             self.dialog_open.store(false, Ordering::Release);
             let _ = failed.try_send(FileEvent::Failed(format!("cannot show a dialog: {e}")));
+        }
+    }
+}
+
+impl Drop for Files {
+    /// Stops the worker and waits for it (the file it is reading, at most), taking its
+    /// results meanwhile so that it never waits for room.
+    fn drop(&mut self) {
+        let Some(worker) = self.worker.take() else { return };
+        let mut stop = Some(None);
+        while !worker.is_finished() {
+            if let Some(message) = stop.take()
+                && let Err(TrySendError::Full(message)) = self.jobs.try_send(message)
+            {
+                stop = Some(message);
+            }
+            while self.results.try_recv().is_ok() {}
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if worker.join().is_err() {
+            log::error!("the file worker panicked");
         }
     }
 }

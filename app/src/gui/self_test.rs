@@ -27,6 +27,9 @@ pub(super) enum Action {
 pub(super) struct SelfTestWindow {
     state: State,
     open: bool,
+    /// The self-test's thread, which holds the GPU: joined when the window goes after it
+    /// has reported (`files.rs` says why a GPU context must not outlive the process's exit).
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl SelfTestWindow {
@@ -38,15 +41,19 @@ impl SelfTestWindow {
         repaint: egui::Context,
     ) -> std::io::Result<Self> {
         let (tx, rx) = sync_channel(1);
-        std::thread::Builder::new().name("splat-self-test".into()).spawn(move || {
-            let result = run(&gpu, budget);
-            let _ = tx.send(result);
-            repaint.request_repaint();
-        })?;
-        Ok(Self { state: State::Running { since: Instant::now(), result: rx }, open: true })
+        let thread =
+            std::thread::Builder::new().name("splat-self-test".into()).spawn(move || {
+                let result = run(&gpu, budget);
+                drop(gpu);
+                let _ = tx.send(result);
+                repaint.request_repaint();
+            })?;
+        let state = State::Running { since: Instant::now(), result: rx };
+        Ok(Self { state, open: true, thread: Some(thread) })
     }
 
     pub(super) fn is_running(&self) -> bool {
+        // (The thread is joined in `Drop` once it has reported.)
         matches!(self.state, State::Running { .. })
     }
 
@@ -132,6 +139,18 @@ impl SelfTestWindow {
         });
         self.open = open;
         action
+    }
+}
+
+impl Drop for SelfTestWindow {
+    /// A self-test that has reported holds nothing more than the end of its thread: waited
+    /// for. One still running cannot be stopped and is left to the process's end.
+    fn drop(&mut self) {
+        if !self.is_running()
+            && let Some(thread) = self.thread.take()
+        {
+            let _ = thread.join();
+        }
     }
 }
 
