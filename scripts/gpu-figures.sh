@@ -77,14 +77,13 @@ run() {
     # --tiny checks the script on any machine, busy or slow (CI runs it beside other tests):
     # its steps are small but get ten times the time; the self-test is the quick one (its
     # training runs 60 steps, not 300: the suite runs the whole self-test in the window's test).
-    local scale=1
-    [ "$tiny" = 1 ] && scale=10
-    local quick=()
-    [ "$tiny" = 1 ] && quick=(--quick)
+    local scale=1 quick=()
     local render=(--splats 1000000 --sizes 1920x1080 --runs 5)
     local train=(--steps 60 --window 20 --max-resolution 1920 --splats 1000000)
     local default=(--max-resolution 1920)
     if [ "$tiny" = 1 ]; then
+        scale=10
+        quick=(--quick)
         render=(--splats 2000 --sizes 64x64 --runs 2)
         train=(--steps 20 --window 10 --max-resolution 64 --splats 2000)
         default=(--max-resolution 64 --steps 60)

@@ -295,9 +295,9 @@ enum Command {
         /// without running a check: what a script asks before it commits to a GPU.
         #[arg(long)]
         adapter_only: bool,
-        /// Shorter training runs (60 steps, refining every 20, instead of 300): every check
-        /// in a quarter of the time, training's on less. For scripts that check their own
-        /// wiring; a verdict on a GPU is the full self-test's.
+        /// The training check runs 60 steps (refining every 20) instead of 300; the
+        /// rasterizer's checks are unchanged. For scripts that check their own wiring; a
+        /// verdict on a GPU is the full self-test's.
         #[arg(long, conflicts_with = "adapter_only")]
         quick: bool,
     },

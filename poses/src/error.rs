@@ -45,11 +45,13 @@ pub enum PosesError {
     )]
     TooFewRegistered { registered: usize, images: usize, percent: f64, min_percent: f64 },
     /// An engine printed nothing and used no CPU time for its idle limit: it was stopped.
+    /// `command` is the engine and its subcommand (`colmap feature_extractor`).
     #[error(
         "{what} printed nothing and used no CPU time for {} s, so it was stopped. It may be \
-         waiting on a display, a GPU driver or a locked file: run `{command}` yourself to see \
-         where it stops, or give it longer (`splatforge poses --idle-limit SECONDS`, or \"Stop \
-         when idle for\" under COLMAP in the window)",
+         waiting on a display, a GPU driver or a locked file: run `{command}` yourself with the \
+         same options (`RUST_LOG=debug` prints them) to see where it stops, or give it longer \
+         (`splatforge poses --idle-limit SECONDS`, or \"Stop when idle for\" under COLMAP in \
+         the window)",
         idle.as_secs()
     )]
     Stalled { what: String, command: String, idle: std::time::Duration },

@@ -185,7 +185,7 @@ struct Watchdog<'a> {
     limit: Duration,
     /// When it last printed a line or used CPU time.
     active_at: Instant,
-    /// The group's CPU time at the last look, in clock ticks.
+    /// The group's CPU time at the last look, in clock ticks (none before the first).
     cpu: Option<u64>,
     next_look: Instant,
 }
@@ -193,8 +193,7 @@ struct Watchdog<'a> {
 impl<'a> Watchdog<'a> {
     fn new(stage: &'a str, command: String, group: u32, limit: Duration) -> Self {
         let now = Instant::now();
-        let cpu = group_cpu_ticks(group);
-        Self { stage, command, group, limit, active_at: now, cpu, next_look: now }
+        Self { stage, command, group, limit, active_at: now, cpu: None, next_look: now }
     }
 
     /// It printed a line.
@@ -202,11 +201,11 @@ impl<'a> Watchdog<'a> {
         self.active_at = Instant::now();
     }
 
-    /// [`PosesError::Stalled`] once it has been idle for the limit (its CPU time read at most
-    /// every [`CPU_LOOK`]).
+    /// [`PosesError::Stalled`] once it has been idle for the limit. Its CPU time is read only
+    /// while it is quiet, at most every [`CPU_LOOK`]; any clock tick counts as work.
     fn check(&mut self) -> Result<(), PosesError> {
         let now = Instant::now();
-        if now < self.next_look {
+        if now < self.next_look || now.duration_since(self.active_at) < CPU_LOOK {
             return Ok(());
         }
         self.next_look = now + CPU_LOOK;

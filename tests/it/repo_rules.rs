@@ -100,25 +100,35 @@ fn ci_runs_exactly_the_readme_test_command() {
     );
 }
 
-/// Every WGSL file of the repository, comments removed, with its path.
-fn wgsl_files() -> Vec<(String, String)> {
+/// Every file ending in `.extension` under the repository's `folders`, with its path
+/// relative to the root, and its text.
+fn files_under(folders: &[&str], extension: &str) -> Vec<(String, String)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut found = Vec::new();
-    let mut folders = vec![root.join("render"), root.join("trainer"), root.join("app")];
+    let mut folders: Vec<_> = folders.iter().map(|f| root.join(f)).collect();
     while let Some(folder) = folders.pop() {
         for entry in std::fs::read_dir(&folder).expect("read folder").flatten() {
             let path = entry.path();
             if path.is_dir() {
                 folders.push(path);
-            } else if path.extension().is_some_and(|e| e == "wgsl") {
-                let text = std::fs::read_to_string(&path).expect("read wgsl");
-                let code: Vec<&str> =
-                    text.lines().map(|l| l.split("//").next().unwrap_or("")).collect();
-                found.push((path.display().to_string(), code.join("\n")));
+            } else if path.extension().is_some_and(|e| e == extension) {
+                let text = std::fs::read_to_string(&path).expect("read a source file");
+                let relative = path.strip_prefix(&root).unwrap_or(&path);
+                found.push((relative.display().to_string(), text));
             }
         }
     }
     found
+}
+
+/// Every WGSL file of the repository, comments removed, with its path.
+fn wgsl_files() -> Vec<(String, String)> {
+    let mut files = files_under(&["render", "trainer", "app"], "wgsl");
+    for (_, text) in &mut files {
+        *text =
+            text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+    }
+    files
 }
 
 /// The float-comparison guards that fast math may fold as if NaN and infinity did not
@@ -260,23 +270,7 @@ fn every_character_the_window_shows_has_a_glyph() {
 
 /// Every Rust file of the workspace's crates, with its path relative to the root.
 fn rust_files() -> Vec<(String, String)> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut found = Vec::new();
-    let mut folders: Vec<_> =
-        ["formats", "render", "trainer", "poses", "app", "tests"].map(|f| root.join(f)).into();
-    while let Some(folder) = folders.pop() {
-        for entry in std::fs::read_dir(&folder).expect("read folder").flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                folders.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path).expect("read a source file");
-                let relative = path.strip_prefix(&root).unwrap_or(&path);
-                found.push((relative.display().to_string(), text));
-            }
-        }
-    }
-    found
+    files_under(&["formats", "render", "trainer", "poses", "app", "tests"], "rs")
 }
 
 /// Every ignored test is a slow test that says how long it takes alone and what it proves

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use splat_trainer::formats::{self, Loaded};
 use splat_trainer::render::view_controller::focus_from_points;
@@ -19,6 +19,8 @@ use splat_trainer::render::{GpuContext, GpuSplats, Owner};
 /// Paths waiting to be opened at most (a drop of many files beyond it is refused).
 const JOB_CAPACITY: usize = 16;
 const RESULT_CAPACITY: usize = 16;
+/// How long closing waits for the worker to finish the file it is reading.
+const STOP_WAIT: Duration = Duration::from_secs(10);
 
 /// What a path turned out to be.
 pub enum Opened {
@@ -207,21 +209,20 @@ impl Files {
 }
 
 impl Drop for Files {
-    /// Stops the worker and waits for it (the file it is reading, at most), taking its
-    /// results meanwhile so that it never waits for room.
+    /// Stops the worker: its next result has nowhere to go, which ends it, and an idle one
+    /// hears `None`. Waits for it up to [`STOP_WAIT`]; one still reading then (a file on a
+    /// mount that hangs) is left to the process's end rather than holding the window open.
     fn drop(&mut self) {
         let Some(worker) = self.worker.take() else { return };
-        let mut stop = Some(None);
-        while !worker.is_finished() {
-            if let Some(message) = stop.take()
-                && let Err(TrySendError::Full(message)) = self.jobs.try_send(message)
-            {
-                stop = Some(message);
-            }
-            while self.results.try_recv().is_ok() {}
-            std::thread::sleep(Duration::from_millis(1));
+        self.results = sync_channel(0).1;
+        let _ = self.jobs.try_send(None);
+        let deadline = Instant::now() + STOP_WAIT;
+        while !worker.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
         }
-        if worker.join().is_err() {
+        if !worker.is_finished() {
+            log::warn!("the file worker is still reading a file: left to the process's end");
+        } else if worker.join().is_err() {
             log::error!("the file worker panicked");
         }
     }

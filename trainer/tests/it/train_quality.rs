@@ -82,20 +82,11 @@ fn desk_statue_learns() {
 /// large splats deleted by the 20-px screen prune at the refinement after a reset, or the
 /// faded ones sunk for good by compact's regulariser) costs 3 dB here. One test a strategy
 /// (until 2026-11-28 one test ran both, 113 s in the full tier).
-fn no_collapse_over_a_shortened_schedule(
-    strategy: impl FnOnce(fn(DefaultConfig) -> DefaultConfig) -> Strategy,
-) {
+fn no_collapse_over_a_shortened_schedule(strategy: Strategy) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/sample-scene.zip");
     let data = Arc::new(load_dataset(&path, &LoadOptions::default()).unwrap());
     let init = splats_from_points(&every_nth_point(data.init_points.as_ref().unwrap(), 10), 1);
     let ctx = context();
-    let strategy = strategy(|refine| DefaultConfig {
-        start: 100,
-        refine_every: 50,
-        stop: 1_000,
-        opacity_reset_every: if refine.opacity_reset_every > 0 { 300 } else { 0 },
-        ..refine
-    });
     let steps = 850;
     let name = strategy.name();
     // 3dgs would grow to 16,000 splats here (6 minutes on lavapipe): capped.
@@ -125,21 +116,30 @@ fn no_collapse_over_a_shortened_schedule(
     assert_eq!(ctx.ledger().owner_bytes(Owner::Run(8)), 0);
 }
 
+/// A strategy's schedule shortened: refinements every 50 steps from step 100, opacity resets
+/// (where it has them) every 300.
+fn shortened(refine: &DefaultConfig) -> DefaultConfig {
+    DefaultConfig {
+        start: 100,
+        refine_every: 50,
+        stop: 1_000,
+        opacity_reset_every: if refine.opacity_reset_every > 0 { 300 } else { 0 },
+        ..refine.clone()
+    }
+}
+
 #[test]
 #[ignore = "slow, about 25 s: compact keeps its picture and its splats over a shortened schedule"]
 fn compact_does_not_collapse_over_a_shortened_schedule() {
-    no_collapse_over_a_shortened_schedule(|shortened| {
-        let compact = CompactConfig::default();
-        Strategy::Compact(CompactConfig { refine: shortened(compact.refine.clone()), ..compact })
-    });
+    let compact = CompactConfig::default();
+    let refine = shortened(&compact.refine);
+    no_collapse_over_a_shortened_schedule(Strategy::Compact(CompactConfig { refine, ..compact }));
 }
 
 #[test]
 #[ignore = "slow, about 40 s: 3dgs keeps its picture and its splats through two opacity resets"]
 fn three_dgs_does_not_collapse_over_a_shortened_schedule() {
-    no_collapse_over_a_shortened_schedule(|shortened| {
-        Strategy::Default(shortened(DefaultConfig::default()))
-    });
+    no_collapse_over_a_shortened_schedule(Strategy::Default(shortened(&DefaultConfig::default())));
 }
 
 /// A refinement that splits large splats keeps the picture: compact's default schedule on
