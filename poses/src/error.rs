@@ -47,11 +47,11 @@ pub enum PosesError {
     /// An engine printed nothing and used no CPU time for its idle limit: it was stopped.
     /// `command` is the engine and its subcommand (`colmap feature_extractor`).
     #[error(
-        "{what} printed nothing and used no CPU time for {} s, so it was stopped. It may be \
-         waiting on a display, a GPU driver or a locked file: run `{command}` yourself with the \
-         same options (`RUST_LOG=debug` prints them) to see where it stops, or give it longer \
-         (`splatforge poses --idle-limit SECONDS`, or \"Stop when idle for\" under COLMAP in \
-         the window)",
+        "{what} printed nothing and used no CPU time for {} s and was stopped (it may be \
+         waiting on a display, a GPU driver or a locked file): run `{command}` yourself with \
+         the same options (`RUST_LOG=debug` prints them) to see where it stops, or give it \
+         longer with `splatforge poses --idle-limit SECONDS` or the window's \"Stop when idle \
+         for\" under COLMAP",
         idle.as_secs()
     )]
     Stalled { what: String, command: String, idle: std::time::Duration },

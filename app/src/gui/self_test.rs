@@ -53,7 +53,6 @@ impl SelfTestWindow {
     }
 
     pub(super) fn is_running(&self) -> bool {
-        // (The thread is joined in `Drop` once it has reported.)
         matches!(self.state, State::Running { .. })
     }
 

@@ -161,9 +161,9 @@ fn a_state_of_the_wrong_shape_is_refused() {
 /// be 2 dB higher (without a transform the splats fit images that disagree by up to 4× and the
 /// disagreement becomes haze). Measured here at 32 px from every other COLMAP point (3,781
 /// splats; compact does not refine before step 600): 23.40 dB off, 25.74 on after 500 steps,
-/// 56 s for both runs alone (lavapipe, 2026-11-28). A step's cost follows the splats, not the
-/// pixels (each covers much of so small an image): from every point (7,562) it was 137 s in
-/// the full tier at 64 px (23.08 off, 25.84 on), from every fourth the gap fell to 1.8 dB.
+/// 53 s for both runs alone (lavapipe, 2026-11-28). A step's cost follows the splats, not the
+/// pixels (each covers much of so small an image): from every point (7,562) at 64 px it took
+/// 83 s alone (23.08 off, 25.84 on); from every fourth point the gap fell to 1.8 dB.
 #[test]
 #[ignore = "slow, about 55 s: compensation undoes per-view exposure changes, 2 dB over a run without"]
 fn appearance_undoes_per_view_exposure() {
