@@ -293,10 +293,11 @@ const STAGES: [&str; 15] = [
 /// with `--profile`, the GPU time of every pass from timestamp queries.
 #[expect(clippy::too_many_lines, reason = "one benchmark, printed top to bottom")]
 pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
+    use splat_trainer::config::TrainConfig;
     use splat_trainer::dataset::{LoadOptions, load_dataset};
     use splat_trainer::densify::{DefaultConfig, Strategy};
     use splat_trainer::init::splats_from_points;
-    use splat_trainer::train::{LearningRates, Progressive, TrainConfig, Trainer};
+    use splat_trainer::train::Trainer;
 
     let data = load_dataset(
         &args.dataset,
@@ -318,13 +319,8 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         strategy: Strategy::Default(DefaultConfig { start: u32::MAX, ..DefaultConfig::default() }),
         max_splats: u32::MAX,
         eval_every: 0,
-        seed: 0,
-        background: [0.0; 3],
-        learning_rates: LearningRates::default(),
-        loss_weights: splat_trainer::loss::LossWeights::default(),
-        transparency: splat_trainer::train::Transparency::default(),
-        progressive: Progressive::OFF,
         appearance: splat_trainer::appearance::Compensation::Off,
+        ..TrainConfig::default()
     };
     let mut trainer = Trainer::new(&ctx, std::sync::Arc::new(data), &init, config, Owner::Run(1))?;
     println!(

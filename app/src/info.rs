@@ -7,8 +7,8 @@ use serde_json::json;
 use splat_trainer::dataset::{self, LoadOptions};
 use splat_trainer::formats::{self, Loaded};
 
-pub fn run(path: &Path, max_resolution: u32) -> anyhow::Result<()> {
-    let value = describe(path, max_resolution)?;
+pub fn run(path: &Path, options: &LoadOptions) -> anyhow::Result<()> {
+    let value = describe(path, options)?;
     println!("{value}");
     Ok(())
 }
@@ -18,11 +18,10 @@ fn is_dataset(path: &Path) -> bool {
     path.is_dir() || path.extension().is_some_and(|e| e.eq_ignore_ascii_case("zip"))
 }
 
-pub fn describe(path: &Path, max_resolution: u32) -> anyhow::Result<serde_json::Value> {
+pub fn describe(path: &Path, options: &LoadOptions) -> anyhow::Result<serde_json::Value> {
     splatforge::refuse_without_poses(path)?;
     if is_dataset(path) {
-        let options = LoadOptions { max_resolution, ..LoadOptions::default() };
-        let data = dataset::load_dataset(path, &options).context("cannot load dataset")?;
+        let data = dataset::load_dataset(path, options).context("cannot load dataset")?;
         for warning in &data.warnings {
             eprintln!("warning: {warning}");
         }

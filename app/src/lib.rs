@@ -80,15 +80,6 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
-/// An SH precision as the command line writes it: `f32` or `f16`.
-///
-/// # Errors
-/// A message naming the choices.
-pub fn parse_sh_precision(text: &str) -> Result<splat_trainer::render::ShPrecision, String> {
-    splat_trainer::render::ShPrecision::from_name(text.trim())
-        .ok_or_else(|| format!("{text:?}: f32 or f16"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::parse_bytes;

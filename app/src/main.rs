@@ -13,12 +13,12 @@ mod train_cmd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use splat_trainer::appearance::Compensation;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
+use splat_trainer::dataset::LoadOptions;
 use splat_trainer::formats::filter::{CropBox, CropSphere, Filter};
 use splat_trainer::memory::MeasuredStrategy;
 use splat_trainer::render::ShPrecision;
-use splat_trainer::train::Transparency;
 
 /// With no subcommand, the desktop window opens (with the built-in sample scene, or PATH).
 #[derive(Parser)]
@@ -50,9 +50,9 @@ enum Command {
     Info {
         /// A .ply, .compressed.ply, .splat or .spz file, or a dataset folder or .zip.
         path: PathBuf,
-        /// Longest image side, in pixels, when loading a dataset.
-        #[arg(long, default_value_t = 1600)]
-        max_resolution: u32,
+        /// How a dataset is loaded.
+        #[command(flatten)]
+        load: LoadOptions,
     },
     /// Render a splat scene from a camera into a PNG, or a video: once round it
     /// (--turntable) or along a camera path (--path).
@@ -96,94 +96,14 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
         /// Background colour r,g,b in 0..1.
-        #[arg(long, default_value = "0,0,0", value_parser = render_cmd::parse_background)]
+        #[arg(long, default_value = "0,0,0", value_parser = splat_trainer::dataset::parse_background)]
         background: [f32; 3],
         /// Mip-Splatting's antialiasing filter.
         #[arg(long)]
         antialiased: bool,
     },
     /// Train splats on a dataset without a window; writes splats.ply and metrics.json.
-    Train {
-        /// A dataset folder or .zip (COLMAP or transforms.json); optional with --resume.
-        dataset: Option<PathBuf>,
-        /// A point cloud (.ply) to start from instead of the dataset's.
-        #[arg(long)]
-        init: Option<PathBuf>,
-        /// Continue a checkpoint (to --steps steps in all).
-        #[arg(long, conflicts_with = "init")]
-        resume: Option<PathBuf>,
-        #[arg(long, default_value_t = 30_000)]
-        steps: u32,
-        /// Longest image side in pixels [default: 1600; with --resume, the checkpoint's].
-        #[arg(long)]
-        max_resolution: Option<u32>,
-        /// How splats grow and go: compact (3DGS's rules, growth paced and unneeded splats
-        /// faded out: a fraction of the splats for a picture as good on most captures), 3dgs
-        /// (the original) or mcmc.
-        #[arg(long, default_value = "compact")]
-        strategy: String,
-        #[arg(long, default_value_t = 3_000_000)]
-        max_splats: u32,
-        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
-        sh_degree: u32,
-        /// How SH bands 1-3 and their optimizer state are stored on the GPU: f32, or f16
-        /// (252 fewer bytes a splat at SH degree 3).
-        #[arg(long, default_value = "f32", value_parser = splatforge::parse_sh_precision)]
-        sh_precision: ShPrecision,
-        /// Evaluate on the eval views every N steps (0: only at the end).
-        #[arg(long, default_value_t = 1000)]
-        eval_every: u32,
-        /// Cap the splat count so the predicted peak GPU memory fits this budget, e.g. 6GiB
-        /// or bytes (default: from the adapter).
-        #[arg(long, value_parser = splatforge::parse_bytes)]
-        memory_budget: Option<u64>,
-        /// Save a checkpoint (OUT/checkpoint.ckpt) every N steps (0: never).
-        #[arg(long, default_value_t = 0)]
-        checkpoint_every: u32,
-        /// Formats of the trained splats, comma-separated: ply, spz, splat, sog
-        /// (OUT/splats.EXT).
-        #[arg(long, value_delimiter = ',', default_value = "ply")]
-        export: Vec<String>,
-        /// Level the exported splats: turned so that the cameras' up becomes −y, as web viewers
-        /// expect (the checkpoint keeps the dataset's frame, so --init from a levelled export
-        /// would not match the dataset's cameras).
-        #[arg(long)]
-        level_exports: bool,
-        /// Output folder (default: the dataset's name + "_train", beside it).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// Background colour r,g,b in 0..1 (transparent pixels are composited over it)
-        /// [default: 0,0,0; with --resume, the checkpoint's].
-        #[arg(long, value_parser = render_cmd::parse_background)]
-        background: Option<[f32; 3]>,
-        /// Use RGBA images' alpha as their mask (pixels at 0 are left out of the loss and of
-        /// evaluation) instead of compositing them over the background.
-        #[arg(long)]
-        alpha_as_mask: bool,
-        /// How transparent images (RGBA, alpha composited) are supervised: random-background
-        /// (each step over a random colour), alpha-loss[=WEIGHT] (an L1 loss on the rendered
-        /// alpha, weight 1 by default) or composite (not at all) [default: random-background;
-        /// with --resume, the checkpoint's].
-        #[arg(long, value_parser = train_cmd::parse_transparency)]
-        transparency: Option<Transparency>,
-        /// Coarse to fine: the first tenth of the steps on images shrunk 4 times, the second
-        /// tenth shrunk twice, the rest at full size (on or off). Off by default: measured, it
-        /// saved 5-9% of a 2,000-step run's time and cost 0.17-0.31 dB [default: off; with
-        /// --resume, the checkpoint's].
-        #[arg(long, value_parser = train_cmd::parse_on_off)]
-        progressive: Option<bool>,
-        /// Per-view appearance compensation (auto, on or off): each train view's render is
-        /// seen through its own learned colour transform (exposure, white balance) before the
-        /// loss, for captures whose exposure or colour changes from photo to photo; the
-        /// splats, the exports and the evaluation stay untransformed. Each view's transform
-        /// starts from its photo's EXIF exposure where every photo has one. auto: on where
-        /// the train photos' EXIF exposures span a third of a stop or more [default: auto;
-        /// with --resume, the checkpoint's].
-        #[arg(long, value_parser = train_cmd::parse_compensation)]
-        appearance: Option<Compensation>,
-    },
+    Train(train_cmd::TrainArgs),
     /// Camera poses for a folder of photos or a video, computed by COLMAP (frames cut by
     /// ffmpeg): writes a dataset (images/, sparse/0/) that train and the window open.
     Poses(poses_cmd::PosesArgs),
@@ -236,7 +156,7 @@ enum Command {
         sh_degree: u32,
         /// How SH bands 1-3 and their optimizer state are stored on the GPU: f32, or f16
         /// (252 fewer bytes a splat at SH degree 3).
-        #[arg(long, default_value = "f32", value_parser = splatforge::parse_sh_precision)]
+        #[arg(long, default_value = "f32", value_parser = splat_trainer::config::parse_sh_precision)]
         sh_precision: ShPrecision,
         /// The refinement at the cap: mcmc (relocation) or 3dgs (prune, clone, split; the
         /// compact strategy's too).
@@ -270,7 +190,7 @@ enum Command {
         sh_degree: u32,
         /// How SH bands 1-3 and their optimizer state are stored on the GPU: f32, or f16
         /// (252 fewer bytes a splat at SH degree 3).
-        #[arg(long, default_value = "f32", value_parser = splatforge::parse_sh_precision)]
+        #[arg(long, default_value = "f32", value_parser = splat_trainer::config::parse_sh_precision)]
         sh_precision: ShPrecision,
         /// Time every GPU pass with timestamp queries.
         #[arg(long)]
@@ -340,7 +260,8 @@ enum Command {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let Some(command) = cli.command else {
         let args = splatforge::gui::GuiArgs {
             path: cli.path,
@@ -351,12 +272,12 @@ fn main() -> ExitCode {
         };
         return exit_code(splatforge::gui::run(args));
     };
-    exit_code(run(command))
+    exit_code(run(command, &matches))
 }
 
 /// Runs a subcommand.
 #[expect(clippy::too_many_lines, reason = "one arm a subcommand, each handing on its arguments")]
-fn run(command: Command) -> anyhow::Result<()> {
+fn run(command: Command, matches: &ArgMatches) -> anyhow::Result<()> {
     match command {
         Command::MakeSampleScene { out } => make_sample_scene(&out),
         Command::SelfTest { json, memory_budget, adapter_only, quick } => {
@@ -367,52 +288,19 @@ fn run(command: Command) -> anyhow::Result<()> {
                 quick,
             })
         }
-        Command::Info { path, max_resolution } => info::run(&path, max_resolution),
-        Command::Train {
-            dataset,
-            init,
-            resume,
-            steps,
-            max_resolution,
-            strategy,
-            max_splats,
-            sh_degree,
-            sh_precision,
-            eval_every,
-            memory_budget,
-            checkpoint_every,
-            export,
-            level_exports,
-            out,
-            seed,
-            background,
-            alpha_as_mask,
-            transparency,
-            progressive,
-            appearance,
-        } => train_cmd::run(&train_cmd::TrainArgs {
-            dataset,
-            init,
-            resume,
-            steps,
-            max_resolution,
-            strategy,
-            max_splats,
-            sh_degree,
-            sh_precision,
-            eval_every,
-            memory_budget,
-            checkpoint_every,
-            export,
-            level_exports,
-            out,
-            seed,
-            background,
-            alpha_as_mask,
-            transparency,
-            progressive,
-            appearance,
-        }),
+        Command::Info { path, load } => info::run(&path, &load),
+        Command::Train(mut args) => {
+            // Which options were given (and not defaulted): --resume refuses those that
+            // contradict its checkpoint.
+            if let Some(train) = matches.subcommand_matches("train") {
+                args.given = train
+                    .ids()
+                    .filter(|id| train.value_source(id.as_str()) == Some(ValueSource::CommandLine))
+                    .map(|id| id.as_str().to_owned())
+                    .collect();
+            }
+            train_cmd::run(&args)
+        }
         Command::Convert {
             input,
             output,

@@ -127,15 +127,3 @@ fn dataset_camera(path: &Path, index: usize) -> anyhow::Result<Camera> {
         anyhow::anyhow!("{}: no camera {index} (the dataset has {count})", path.display())
     })
 }
-
-/// Parses `r,g,b` in 0..1.
-pub fn parse_background(text: &str) -> Result<[f32; 3], String> {
-    let values: Vec<f32> = text
-        .split(',')
-        .map(|v| v.trim().parse::<f32>().map_err(|e| format!("'{v}': {e}")))
-        .collect::<Result<_, _>>()?;
-    match values.as_slice() {
-        [r, g, b] if values.iter().all(|v| (0.0..=1.0).contains(v)) => Ok([*r, *g, *b]),
-        _ => Err(format!("expected r,g,b with each in 0..1, got '{text}'")),
-    }
-}

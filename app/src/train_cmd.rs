@@ -7,128 +7,79 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use clap::CommandFactory as _;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::json;
-use splat_trainer::appearance::{Compensation, ViewAppearance};
+use serde_json::{Value, json};
+use splat_trainer::appearance::ViewAppearance;
 use splat_trainer::checkpoint;
+use splat_trainer::config::TrainConfig;
 use splat_trainer::dataset::LoadOptions;
-use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::formats::Loaded;
 use splat_trainer::formats::filter::Filter;
-use splat_trainer::loss::LossWeights;
 use splat_trainer::render::Camera;
+use splat_trainer::render::GpuContext;
 use splat_trainer::render::view_controller::scene_up;
-use splat_trainer::render::{GpuContext, ShPrecision};
 use splat_trainer::task::{Command, EXPORT_EXTENSIONS, Event, TaskHandle, write_atomically};
-use splat_trainer::train::{
-    DEFAULT_ALPHA_LOSS_WEIGHT, EvalStats, LearningRates, Progressive, StepMetrics, TrainConfig,
-    Transparency,
-};
+use splat_trainer::train::{EvalStats, StepMetrics};
 use splatforge::human_bytes;
 
+/// `splatforge train`: what to train on and what to do with the run, and the run's settings
+/// (how the capture is loaded, how it trains), each option written once, on its setting.
+#[derive(clap::Args)]
 pub struct TrainArgs {
+    /// A dataset folder or .zip (COLMAP or transforms.json); optional with --resume.
     pub dataset: Option<PathBuf>,
+    /// A point cloud (.ply) to start from instead of the dataset's.
+    #[arg(long)]
     pub init: Option<PathBuf>,
+    /// Continue a checkpoint (to --steps steps in all) with its settings and its dataset's: an
+    /// option that says otherwise is refused.
+    #[arg(long, conflicts_with = "init")]
     pub resume: Option<PathBuf>,
-    pub steps: u32,
-    /// `None`: the default, or the checkpoint's when resuming (so for the background).
-    pub max_resolution: Option<u32>,
-    pub strategy: String,
-    pub max_splats: u32,
-    pub sh_degree: u32,
-    pub sh_precision: ShPrecision,
-    pub eval_every: u32,
+    /// Cap the splat count so the predicted peak GPU memory fits this budget, e.g. 6GiB or
+    /// bytes (default: from the adapter).
+    #[arg(long, value_parser = splatforge::parse_bytes)]
     pub memory_budget: Option<u64>,
+    /// Save a checkpoint (OUT/checkpoint.ckpt) every N steps (0: never).
+    #[arg(long, default_value_t = 0)]
     pub checkpoint_every: u32,
-    /// Extensions of the files the trained splats are written to (`splats.EXT`).
+    /// Formats of the trained splats, comma-separated: ply, spz, splat, sog (OUT/splats.EXT).
+    #[arg(long, value_delimiter = ',', default_value = "ply")]
     pub export: Vec<String>,
-    /// Level the exports (turn the cameras' up to −y).
+    /// Level the exported splats: turned so that the cameras' up becomes −y, as web viewers
+    /// expect (the checkpoint keeps the dataset's frame, so --init from a levelled export
+    /// would not match the dataset's cameras).
+    #[arg(long)]
     pub level_exports: bool,
+    /// Output folder (default: the dataset's name + "_train", beside it).
+    #[arg(long)]
     pub out: Option<PathBuf>,
-    pub seed: u64,
-    pub background: Option<[f32; 3]>,
-    pub alpha_as_mask: bool,
-    /// `None`: the default, or the checkpoint's when resuming.
-    pub transparency: Option<Transparency>,
-    /// Coarse-to-fine ([`Progressive::for_steps`]); `None`: off, or the checkpoint's when
-    /// resuming.
-    pub progressive: Option<bool>,
-    /// Per-view appearance compensation; `None`: auto, or the checkpoint's when resuming.
-    pub appearance: Option<Compensation>,
-}
-
-/// `--appearance`: `auto`, `on` or `off`.
-pub fn parse_compensation(text: &str) -> Result<Compensation, String> {
-    match text {
-        "auto" => Ok(Compensation::Auto),
-        "on" => Ok(Compensation::On),
-        "off" => Ok(Compensation::Off),
-        _ => Err(format!("'{text}': auto, on or off")),
-    }
-}
-
-/// `--progressive`: `on` or `off`.
-pub fn parse_on_off(text: &str) -> Result<bool, String> {
-    match text {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(format!("'{text}': on or off")),
-    }
-}
-
-/// `--transparency`: `random-background`, `alpha-loss`, `alpha-loss=WEIGHT` or `composite`.
-pub fn parse_transparency(text: &str) -> Result<Transparency, String> {
-    match text.split_once('=') {
-        None if text == "random-background" => Ok(Transparency::RandomBackground),
-        None if text == "composite" => Ok(Transparency::Composite),
-        None if text == "alpha-loss" => Ok(Transparency::AlphaLoss(DEFAULT_ALPHA_LOSS_WEIGHT)),
-        Some(("alpha-loss", weight)) => match weight.parse::<f32>() {
-            Ok(w) if w.is_finite() && w >= 0.0 => Ok(Transparency::AlphaLoss(w)),
-            _ => Err(format!("'{weight}': the alpha loss's weight is a number ≥ 0")),
-        },
-        _ => {
-            Err(format!("'{text}': random-background, alpha-loss, alpha-loss=WEIGHT or composite"))
-        }
-    }
+    #[command(flatten)]
+    pub load: LoadOptions,
+    #[command(flatten)]
+    pub config: TrainConfig,
+    /// The options given on the command line (their ids), for --resume's check.
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 /// Drives the trainer task: load, start (or continue a checkpoint), follow its events.
 pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
-    if args.steps == 0 {
-        bail!("--steps must be at least 1");
-    }
-    if args.max_splats == 0 {
-        bail!("--max-splats must be at least 1");
-    }
     if let Some(other) = args.export.iter().find(|e| !EXPORT_EXTENSIONS.contains(&e.as_str())) {
         bail!("--export {other}: ply, spz, splat or sog");
     }
-    let strategy = match args.strategy.as_str() {
-        "compact" => Strategy::Compact(CompactConfig::default()),
-        "3dgs" => Strategy::Default(DefaultConfig::default()),
-        "mcmc" => Strategy::Mcmc(McmcConfig { cap: args.max_splats, ..McmcConfig::default() }),
-        "default" => bail!("--strategy default: now named 3dgs (compact is the default)"),
-        other => bail!("unknown strategy '{other}' (compact, 3dgs or mcmc)"),
-    };
-    if args.resume.is_some() && args.transparency.is_some() {
-        bail!("--transparency: the checkpoint continues as it trained (leave the option out)");
-    }
-    if args.resume.is_some() && args.progressive.is_some() {
-        bail!("--progressive: the checkpoint continues as it trained (leave the option out)");
-    }
-    if args.resume.is_some() && args.appearance.is_some() {
-        bail!("--appearance: the checkpoint continues as it trained (leave the option out)");
-    }
     let (dataset, options) = match (&args.dataset, &args.resume) {
         (dataset, Some(checkpoint)) => {
-            let identity =
-                checkpoint::load_dataset_identity(checkpoint).context("cannot resume")?;
+            let (identity, config) =
+                checkpoint::load_settings(checkpoint).context("cannot resume")?;
+            refuse_other_settings(args, identity.options.as_ref(), &config)?;
             let dataset = dataset.clone().unwrap_or_else(|| PathBuf::from(&identity.path));
-            (dataset, resume_options(args, identity.options)?)
+            // A checkpoint written before it kept how its dataset was loaded: as given.
+            (dataset, identity.options.unwrap_or_else(|| args.load.clone()))
         }
         (Some(dataset), None) => {
             splatforge::refuse_without_poses(dataset)?;
-            (dataset.clone(), load_options(args))
+            (dataset.clone(), args.load.clone())
         }
         (None, None) => bail!("give a DATASET to train on, or --resume CHECKPOINT"),
     };
@@ -138,7 +89,6 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
 
     let ctx = pollster::block_on(GpuContext::new_headless())?;
     let task = TaskHandle::spawn(ctx.clone())?;
-    let background = options.background;
     task.send(Command::LoadDataset { path: dataset.clone(), options })?;
     if let Some(bytes) = args.memory_budget {
         task.send(Command::SetMemoryBudget { bytes })?;
@@ -150,71 +100,68 @@ pub fn run(args: &TrainArgs) -> anyhow::Result<()> {
     }
     if let Some(checkpoint) = &args.resume {
         task.send(Command::LoadCheckpoint { path: checkpoint.clone() })?;
-        task.send(Command::SetSteps { steps: args.steps })?;
+        task.send(Command::SetSteps { steps: args.config.steps })?;
         task.send(Command::Resume)?;
     } else {
-        let config = TrainConfig {
-            steps: args.steps,
-            sh_degree: args.sh_degree,
-            sh_degree_interval: 1000,
-            sh_precision: args.sh_precision,
-            strategy,
-            max_splats: args.max_splats,
-            eval_every: args.eval_every,
-            seed: args.seed,
-            background,
-            learning_rates: LearningRates::default(),
-            loss_weights: LossWeights::default(),
-            transparency: args.transparency.unwrap_or_default(),
-            progressive: if args.progressive.unwrap_or(false) {
-                Progressive::for_steps(args.steps)
-            } else {
-                Progressive::OFF
-            },
-            appearance: args.appearance.unwrap_or_default(),
-        };
-        task.send(Command::Start { config })?;
+        task.send(Command::Start { config: args.config.clone() })?;
     }
     follow(&task, args, &out)
 }
 
-/// How to load the dataset of a new run: the options given, else the defaults.
-fn load_options(args: &TrainArgs) -> LoadOptions {
-    let defaults = LoadOptions::default();
-    LoadOptions {
-        max_resolution: args.max_resolution.unwrap_or(defaults.max_resolution),
-        background: args.background.unwrap_or(defaults.background),
-        alpha_as_mask: args.alpha_as_mask,
-        ..defaults
+/// A resumed run continues with the checkpoint's settings (but its steps) and loads its
+/// dataset as the checkpoint's run did (`saved_load`; `None` in files written before they were
+/// kept: then as given). An option given that says otherwise is refused, in one line naming
+/// what the checkpoint has; one that says the same is no contradiction.
+fn refuse_other_settings(
+    args: &TrainArgs,
+    saved_load: Option<&LoadOptions>,
+    saved: &TrainConfig,
+) -> anyhow::Result<()> {
+    let groups = [
+        (LoadOptions::command(), serde_json::to_value(&args.load)?, saved_load.map(to_json)),
+        (TrainConfig::command(), serde_json::to_value(&args.config)?, Some(to_json(saved))),
+    ];
+    for (command, asked, kept) in &groups {
+        let Some(kept) = kept else { continue };
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "steps" || !args.given.iter().any(|given| given == id) {
+                continue;
+            }
+            let (asked, kept) = (setting(asked, id), setting(kept, id));
+            if asked != kept {
+                let flag = arg.get_long().unwrap_or(id);
+                bail!(
+                    "--{flag} {}: the checkpoint trained with {} and continues so (leave the \
+                     option out)",
+                    asked.map_or_else(String::new, show),
+                    kept.map_or_else(|| "another".to_owned(), show),
+                );
+            }
+        }
     }
+    Ok(())
 }
 
-/// How to load the dataset of a resumed run: as the checkpoint's run loaded it (a checkpoint
-/// written before it kept them: the options given). Options that contradict it are refused:
-/// the run continues on the images it trained on.
-fn resume_options(args: &TrainArgs, saved: Option<LoadOptions>) -> anyhow::Result<LoadOptions> {
-    let Some(saved) = saved else { return Ok(load_options(args)) };
-    if let Some(given) = args.max_resolution.filter(|&r| r != saved.max_resolution) {
-        bail!(
-            "--max-resolution {given}: the checkpoint trained at {} and continues there (leave \
-             the option out)",
-            saved.max_resolution
-        );
+fn to_json<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// The value of the setting `id` in settings as JSON: a field, or a field of a group of
+/// settings flattened into them (the learning rates).
+fn setting<'a>(settings: &'a Value, id: &str) -> Option<&'a Value> {
+    let fields = settings.as_object()?;
+    fields.get(id).or_else(|| fields.values().find_map(|group| group.as_object()?.get(id)))
+}
+
+/// A setting's value as a person reads it: a number, a name, `r,g,b`, a strategy's name.
+fn show(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Array(values) => values.iter().map(show).collect::<Vec<_>>().join(","),
+        Value::Object(fields) if fields.len() == 1 => fields.keys().cloned().collect(),
+        other => other.to_string(),
     }
-    // Exact: both were parsed from the same kind of text, and a checkpoint keeps f32 bits.
-    #[expect(clippy::float_cmp, reason = "the same colour is the same bits")]
-    let other_background = args.background.filter(|&c| c != saved.background);
-    if let Some([r, g, b]) = other_background {
-        let [r0, g0, b0] = saved.background;
-        bail!(
-            "--background {r},{g},{b}: the checkpoint trained over {r0},{g0},{b0} and continues \
-             so (leave the option out)"
-        );
-    }
-    if args.alpha_as_mask && !saved.alpha_as_mask {
-        bail!("--alpha-as-mask: the checkpoint trained with alpha composited (leave it out)");
-    }
-    Ok(saved)
 }
 
 /// What [`follow`] gathers from a run's events for its summary and metrics.json.
@@ -327,7 +274,7 @@ impl EvalPoint {
 
 /// Follows the task's events to the end of the run, then exports and writes the metrics.
 fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()> {
-    let progress = Progress::new(u64::from(args.steps));
+    let progress = Progress::new(u64::from(args.config.steps));
     let mut tally = Tally {
         evals: Vec::new(),
         peak: 0,

@@ -46,6 +46,12 @@ pub enum ShPrecision {
     F16,
 }
 
+impl std::fmt::Display for ShPrecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl ShPrecision {
     /// The name used on the command line and in files: `f32` or `f16`.
     #[must_use]

@@ -2,6 +2,7 @@
 //! holds a PLY that loads and the metrics the README lists; bad input is one clear line.
 #![allow(clippy::unwrap_used, reason = "test helpers: any error should stop the test")]
 
+use std::path::Path;
 use std::process::Command;
 
 use splat_test_support::data;
@@ -109,7 +110,7 @@ fn bad_input_is_one_clear_line() {
                 "--out".into(),
                 out.into(),
             ],
-            "unknown strategy",
+            "'magic': compact, 3dgs or mcmc",
         ),
         (
             vec![
@@ -218,28 +219,7 @@ fn checkpoints_and_resume() {
     let metrics: serde_json::Value =
         serde_json::from_slice(&std::fs::read(second.join("metrics.json")).unwrap()).unwrap();
     assert_eq!(metrics["steps"], 15, "{metrics}");
-    // Options that contradict the checkpoint are refused, in one line.
-    let (ok, stderr) = train(&[
-        "--resume",
-        checkpoint.to_str().unwrap(),
-        "--max-resolution",
-        "50",
-        "--out",
-        second.to_str().unwrap(),
-    ]);
-    assert!(!ok);
-    assert!(stderr.contains("--max-resolution 50: the checkpoint trained at 40"), "{stderr}");
-    let (ok, stderr) = train(&[
-        "--resume",
-        checkpoint.to_str().unwrap(),
-        "--transparency",
-        "composite",
-        "--out",
-        second.to_str().unwrap(),
-    ]);
-    assert!(!ok);
-    assert_eq!(error_lines(&stderr).len(), 1, "{stderr}");
-    assert!(stderr.contains("--transparency: the checkpoint continues as it trained"), "{stderr}");
+    resume_options_must_agree_with_the_checkpoint(&checkpoint, &second);
     // A damaged checkpoint is refused with one clear line.
     let damaged = root.join("damaged.ckpt");
     let mut bytes = std::fs::read(&checkpoint).unwrap();
@@ -262,6 +242,52 @@ fn checkpoints_and_resume() {
     assert_eq!(lines[0].matches("checksum").count(), 1, "{stderr}");
     assert_eq!(lines[0].matches("damaged.ckpt").count(), 1, "{stderr}");
     std::fs::remove_dir_all(root).ok();
+}
+
+/// With --resume, options that contradict the checkpoint are refused, in one line; those that
+/// agree with it are no contradiction.
+fn resume_options_must_agree_with_the_checkpoint(checkpoint: &Path, second: &Path) {
+    // Options that contradict the checkpoint are refused, in one line.
+    let (ok, stderr) = train(&[
+        "--resume",
+        checkpoint.to_str().unwrap(),
+        "--max-resolution",
+        "50",
+        "--out",
+        second.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(stderr.contains("--max-resolution 50: the checkpoint trained with 40"), "{stderr}");
+    let (ok, stderr) = train(&[
+        "--resume",
+        checkpoint.to_str().unwrap(),
+        "--transparency",
+        "composite",
+        "--out",
+        second.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert_eq!(error_lines(&stderr).len(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--transparency composite: the checkpoint trained with random_background"),
+        "{stderr}"
+    );
+    // A setting given as the checkpoint has it is no contradiction: the run continues.
+    let (ok, stderr) = train(&[
+        "--resume",
+        checkpoint.to_str().unwrap(),
+        "--max-resolution",
+        "40",
+        "--strategy",
+        "compact",
+        "--steps",
+        "11",
+        "--eval-every",
+        "0",
+        "--out",
+        second.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
 }
 
 #[test]

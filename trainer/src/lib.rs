@@ -2,8 +2,10 @@
 
 pub mod appearance;
 pub mod checkpoint;
+pub mod config;
 pub mod dataset;
 pub mod densify;
+pub mod exact;
 pub mod init;
 pub mod loss;
 pub mod memory;

@@ -73,13 +73,11 @@ use splat_render::{
 };
 
 use crate::appearance::AppearanceState;
+use crate::config::TrainConfig;
 use crate::dataset::Dataset;
 use crate::densify::{DefaultConfig, McmcConfig, Strategy};
 use crate::init::splats_from_points;
-use crate::loss::LossWeights;
-use crate::train::{
-    ImagePlacement, LearningRates, Progressive, TrainConfig, Trainer, Transparency,
-};
+use crate::train::{ImagePlacement, Trainer};
 
 /// Tile intersections per splat that [`RunShape::new`] assumes: the most seen in any view of
 /// a real training run (desk-statue-colmap at 128×84 pixels, from its 1,443 COLMAP points,
@@ -796,12 +794,8 @@ impl MeasuredRun {
             max_splats: cap,
             eval_every: 0,
             seed: MEASURE_SEED,
-            background: [0.0; 3],
-            learning_rates: LearningRates::default(),
-            loss_weights: LossWeights::default(),
-            transparency: Transparency::default(),
-            progressive: Progressive::OFF,
             appearance: crate::appearance::Compensation::Off,
+            ..TrainConfig::default()
         }
     }
 

@@ -33,16 +33,13 @@ use splat_render::{
     ShPrecision, device_memory, human_bytes, reference, wgpu,
 };
 
+use crate::config::TrainConfig;
 use crate::dataset::Dataset;
 use crate::densify::{DefaultConfig, Strategy};
 use crate::init::splats_from_points;
-use crate::loss::LossWeights;
 use crate::memory::{MemoryBudget, MemoryModel, RunShape};
 use crate::sample_scene;
-use crate::train::{
-    ImagePlacement, LearningRates, Progressive, RunSnapshot, TrainConfig, TrainKernels, Trainer,
-    Transparency,
-};
+use crate::train::{ImagePlacement, RunSnapshot, TrainKernels, Trainer};
 
 /// Error of one image channel against the reference beyond which it counts as an outlier.
 const PIXEL_TOLERANCE: f64 = 2e-3;
@@ -527,7 +524,6 @@ fn check_training(
     let every = steps / 3;
     let config = TrainConfig {
         steps,
-        sh_degree: 3,
         sh_degree_interval: every,
         sh_precision: ShPrecision::F32,
         strategy: Strategy::Default(DefaultConfig {
@@ -538,12 +534,8 @@ fn check_training(
         max_splats: 50_000,
         eval_every: 0,
         seed: 7,
-        background: [0.0; 3],
-        learning_rates: LearningRates::default(),
-        loss_weights: LossWeights::default(),
-        transparency: Transparency::default(),
-        progressive: Progressive::OFF,
         appearance: crate::appearance::Compensation::Off,
+        ..TrainConfig::default()
     };
     let profiled = profile && ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY);
     let kernels = Arc::new(TrainKernels::new(ctx)?);

@@ -34,13 +34,13 @@ use splat_render::{
 };
 
 use crate::checkpoint::{self, Checkpoint};
+use crate::config::TrainConfig;
 use crate::dataset::{Dataset, LoadOptions, load_dataset};
 use crate::densify::{RefineStats, Strategy};
 use crate::init::upload_from_points;
 use crate::memory::{Cap, MemoryModel, RunPlan};
 use crate::train::{
-    EvalStats, ImagePlacement, StepMetrics, StepStats, TrainConfig, TrainKernels, Trainer,
-    resident_image_bytes,
+    EvalStats, ImagePlacement, StepMetrics, StepStats, TrainKernels, Trainer, resident_image_bytes,
 };
 
 /// Commands waiting for the task at most; a full queue is an error for the sender, never a

@@ -19,162 +19,17 @@ use splat_formats::random::SplitMix64;
 use splat_render::gpu_splats::read_f32_async;
 use splat_render::{
     Camera, Category, FrameCounts, FrameScratch, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner,
-    RenderSettings, Renderer, ShPrecision, wgpu,
+    RenderSettings, Renderer, wgpu,
 };
 
-use crate::appearance::{AppearanceKernels, AppearanceState, AppearanceStep, Compensation};
+use crate::appearance::{AppearanceKernels, AppearanceState, AppearanceStep};
+use crate::config::{TrainConfig, Transparency};
 use crate::dataset::{Dataset, View};
 use crate::densify::{Densifier, RefineInputs, RefineStats, Strategy, TrainState};
 use crate::loss::{
-    ImageLoss, LossImages, LossScratch, LossWeights, MetricsRing, TargetTransparency, target_words,
+    ImageLoss, LossImages, LossScratch, MetricsRing, TargetTransparency, target_words,
 };
 use crate::optim::{Adam, ParamGroup};
-
-/// The 3DGS learning rates (gaussian-splatting's `OptimizationParams`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LearningRates {
-    /// Position learning rate at step 0 and at `means_decay_steps`, times the scene extent;
-    /// exponential in between, constant after.
-    pub means_initial: f32,
-    pub means_final: f32,
-    pub means_decay_steps: u32,
-    pub sh_dc: f32,
-    pub sh_rest: f32,
-    pub opacities: f32,
-    pub log_scales: f32,
-    pub quats: f32,
-}
-
-impl Default for LearningRates {
-    fn default() -> Self {
-        Self {
-            means_initial: 1.6e-4,
-            means_final: 1.6e-6,
-            means_decay_steps: 30_000,
-            sh_dc: 2.5e-3,
-            sh_rest: 2.5e-3 / 20.0,
-            opacities: 2.5e-2,
-            log_scales: 5e-3,
-            quats: 1e-3,
-        }
-    }
-}
-
-impl LearningRates {
-    /// The learning rate of `group` at `step` (0-based) for a scene of `extent`.
-    #[must_use]
-    pub fn at(&self, group: ParamGroup, step: u32, extent: f32) -> f32 {
-        match group {
-            ParamGroup::Means => {
-                let t = (step as f32 / self.means_decay_steps.max(1) as f32).min(1.0);
-                let log_lr = (1.0 - t) * self.means_initial.ln() + t * self.means_final.ln();
-                log_lr.exp() * extent
-            }
-            ParamGroup::ShDc => self.sh_dc,
-            ParamGroup::ShRest => self.sh_rest,
-            ParamGroup::Opacities => self.opacities,
-            ParamGroup::LogScales => self.log_scales,
-            ParamGroup::Quats => self.quats,
-        }
-    }
-}
-
-/// How a run uses the transparency of RGBA images ([`View::alpha`]: alpha composited over the
-/// background at load). Runs on datasets without transparency ignore it.
-///
-/// Without supervision, a splat the colour of the background is as good as no splat in every
-/// training view, and an object capture's empty space fills with a haze that shows in front
-/// of the object from any other viewpoint.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Transparency {
-    /// Train on the images as composited at load; the alpha is not supervised.
-    Composite,
-    /// Each step renders over a random colour (from the seed and the step) and puts the
-    /// image over the same colour, so only what is transparent in the image may show the
-    /// background.
-    RandomBackground,
-    /// The images as composited at load, plus this weight times the mean absolute error of
-    /// the rendered alpha against the image's.
-    AlphaLoss(f32),
-}
-
-/// The weight of [`Transparency::AlphaLoss`] where none is given: the colour L1's order.
-pub const DEFAULT_ALPHA_LOSS_WEIGHT: f32 = 1.0;
-
-impl Default for Transparency {
-    /// Measured on lego (BENCHMARKS.md, "Object captures").
-    fn default() -> Self {
-        Self::RandomBackground
-    }
-}
-
-/// Everything that decides a run.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TrainConfig {
-    pub steps: u32,
-    /// Largest SH degree; the active degree rises by one every `sh_degree_interval` steps.
-    pub sh_degree: u32,
-    pub sh_degree_interval: u32,
-    /// How SH bands 1..=3 and their moments are stored on the GPU.
-    pub sh_precision: ShPrecision,
-    pub strategy: Strategy,
-    /// Cap on the splat count, for every strategy.
-    pub max_splats: u32,
-    /// Evaluate every this many steps (and at the end); 0 = only at the end.
-    pub eval_every: u32,
-    pub seed: u64,
-    /// Linear RGB behind the splats; the colour the dataset's transparent pixels were
-    /// composited over.
-    pub background: [f32; 3],
-    pub learning_rates: LearningRates,
-    pub loss_weights: LossWeights,
-    /// How transparent images are supervised.
-    pub transparency: Transparency,
-    /// Coarse-to-fine: the steps on smaller images at the start of the run.
-    pub progressive: Progressive,
-    /// Per-view appearance compensation: each train view's render seen through its own
-    /// learned colour transform before the loss ([`crate::appearance`]). A run decides
-    /// [`Compensation::Auto`] from its dataset when it starts.
-    pub appearance: Compensation,
-}
-
-/// Coarse-to-fine training: the steps before `half_from` train on images shrunk four times
-/// (each pixel the mean of 4 × 4), those before `full_from` on images shrunk twice, the rest at
-/// full size. Evaluation is always at full size. A step on a sixteenth of the pixels costs a
-/// fraction of one at full size, and the first steps only fit the coarse picture anyway
-/// (splatfacto's and msplat's default, `DashGaussian`'s idea). Measured here it saved 5-9% of
-/// a 2,000-step run and cost 0.17-0.31 dB (BENCHMARKS.md, "Progressive resolution"): off by
-/// default. Fixed step numbers, kept in the run's settings and checkpoints: a resumed run is
-/// in the stage it left, whatever its planned steps become.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Progressive {
-    pub half_from: u32,
-    pub full_from: u32,
-}
-
-impl Progressive {
-    /// Every step at full size.
-    pub const OFF: Self = Self { half_from: 0, full_from: 0 };
-
-    /// The stages for a run of `steps` (`--progressive on`): its first tenth at a quarter of
-    /// the size, its second tenth at half, as splatfacto's 3,000 steps a level of 30,000.
-    #[must_use]
-    pub fn for_steps(steps: u32) -> Self {
-        Self { half_from: steps / 10, full_from: steps / 5 }
-    }
-
-    /// By how much the images are shrunk at 0-based step `step`: 4, 2 or 1.
-    #[must_use]
-    pub fn divisor(&self, step: u32) -> u32 {
-        if step < self.half_from {
-            4
-        } else if step < self.full_from {
-            2
-        } else {
-            1
-        }
-    }
-}
 
 /// `camera` for its image shrunk `divisor` times (each pixel the mean of divisor × divisor;
 /// at most the image's width and height): the size rounded down (the last columns and rows
@@ -820,8 +675,13 @@ impl Trainer {
                 ),
             });
         }
+        // What a run decides when it starts (a resumed run's config has them decided): auto
+        // compensation from the dataset, progressive stages from the planned steps, the
+        // background from how the dataset was loaded.
         let mut config = config;
         config.appearance = config.appearance.resolve(&dataset.train);
+        config.progressive = config.progressive.fixed(config.steps);
+        config.background = dataset.options.background;
         let mut optimizer = optimizer;
         if config.appearance.is_on() && optimizer.appearance.is_empty() {
             // A fresh run: the transforms start from the views' EXIF exposure where it has one.
@@ -1633,15 +1493,5 @@ mod tests {
         assert!((shrunk.fx * x + shrunk.cx - u / 4.0).abs() < 1e-4);
         assert!((shrunk.fy * y + shrunk.cy - v / 4.0).abs() < 1e-4);
         assert_eq!(shrunk_camera(camera, 1), camera);
-    }
-
-    #[test]
-    fn progressive_stages_switch_at_their_steps() {
-        let p = Progressive::for_steps(30_000);
-        assert_eq!(p, Progressive { half_from: 3_000, full_from: 6_000 });
-        let divisors: Vec<u32> =
-            [0, 2_999, 3_000, 5_999, 6_000, 29_999].map(|s| p.divisor(s)).into();
-        assert_eq!(divisors, [4, 4, 2, 2, 1, 1]);
-        assert!((0..100).all(|s| Progressive::OFF.divisor(s) == 1));
     }
 }

@@ -8,17 +8,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use glam::Vec3;
-use splat_trainer::appearance::Compensation;
+use splat_trainer::config::TrainConfig;
 use splat_trainer::dataset::{Dataset, LoadOptions};
-use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
-use splat_trainer::loss::LossWeights;
 use splat_trainer::memory::{MemoryBudget, MemoryModel, RunShape, default_budget};
 use splat_trainer::render::view_controller::{ViewController, scene_focus, scene_up};
-use splat_trainer::render::{Camera, GpuContext, LedgerSnapshot, ShPrecision};
+use splat_trainer::render::{Camera, GpuContext, LedgerSnapshot};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
-use splat_trainer::train::{
-    ImagePlacement, LearningRates, Progressive, StepMetrics, StepStats, TrainConfig, Transparency,
-};
+use splat_trainer::train::{ImagePlacement, StepMetrics, StepStats};
 
 use super::files::{FileEvent, Files, OpenKind, Opened, SaveKind};
 use super::history::History;
@@ -50,79 +46,17 @@ pub struct LogLine {
     pub text: String,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StrategyChoice {
-    Compact,
-    ThreeDgs,
-    Mcmc,
-}
-
-/// The settings of the next run, as the training panel edits them.
+/// The settings of the next run, as the training panel edits them: the command line's own
+/// types, so that a setting added there is here too.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
-    pub steps: u32,
-    pub strategy: StrategyChoice,
-    pub max_splats: u32,
-    pub sh_degree: u32,
-    /// How SH bands 1..=3 and their moments are stored on the GPU.
-    pub sh_precision: ShPrecision,
-    /// Longest image side when loading a dataset (changing it reloads the dataset).
-    pub max_resolution: u32,
-    /// Use RGBA images' alpha as their mask (applied when the dataset is (re)loaded).
-    pub alpha_as_mask: bool,
-    /// How transparent images are supervised (runs on opaque datasets ignore it).
-    pub transparency: Transparency,
-    /// Coarse to fine ([`Progressive::for_steps`]).
-    pub progressive: bool,
-    /// Per-view appearance compensation (`TrainConfig::appearance`).
-    pub appearance: Compensation,
-    pub eval_every: u32,
+    /// How the dataset is loaded (applied when it is (re)loaded).
+    pub load: LoadOptions,
+    pub train: TrainConfig,
     pub memory_budget_mib: u64,
-    pub seed: u64,
 }
 
 impl Settings {
-    /// How a dataset is loaded with these settings.
-    #[must_use]
-    pub fn load_options(&self) -> LoadOptions {
-        LoadOptions {
-            max_resolution: self.max_resolution,
-            alpha_as_mask: self.alpha_as_mask,
-            ..LoadOptions::default()
-        }
-    }
-
-    #[must_use]
-    pub fn config(&self) -> TrainConfig {
-        let strategy = match self.strategy {
-            StrategyChoice::Compact => Strategy::Compact(CompactConfig::default()),
-            StrategyChoice::ThreeDgs => Strategy::Default(DefaultConfig::default()),
-            StrategyChoice::Mcmc => {
-                Strategy::Mcmc(McmcConfig { cap: self.max_splats, ..McmcConfig::default() })
-            }
-        };
-        TrainConfig {
-            steps: self.steps.max(1),
-            sh_degree: self.sh_degree.min(3),
-            sh_degree_interval: 1000,
-            sh_precision: self.sh_precision,
-            strategy,
-            max_splats: self.max_splats.max(1),
-            eval_every: self.eval_every,
-            seed: self.seed,
-            background: [0.0; 3],
-            learning_rates: LearningRates::default(),
-            loss_weights: LossWeights::default(),
-            transparency: self.transparency,
-            progressive: if self.progressive {
-                Progressive::for_steps(self.steps.max(1))
-            } else {
-                Progressive::OFF
-            },
-            appearance: self.appearance,
-        }
-    }
-
     #[must_use]
     pub fn budget_bytes(&self) -> u64 {
         self.memory_budget_mib.saturating_mul(1 << 20)
@@ -391,20 +325,16 @@ impl SplatApp {
         let budget = default_budget(&gpu);
         log::info!("memory budget: {budget}");
         let settings = Settings {
-            steps: args.steps.unwrap_or(DEFAULT_STEPS),
-            strategy: StrategyChoice::Compact,
-            max_splats: 1_000_000,
-            sh_degree: 3,
-            sh_precision: ShPrecision::default(),
-            max_resolution: 1600,
-            alpha_as_mask: false,
-            transparency: Transparency::default(),
-            // Measured: 5-9% faster, 0.17-0.31 dB lower (BENCHMARKS.md).
-            progressive: false,
-            appearance: Compensation::Auto,
-            eval_every: 500,
+            load: LoadOptions::default(),
+            // A first run shorter than the command line's, evaluated more often, and capped
+            // lower: the window is where people try a capture.
+            train: TrainConfig {
+                steps: args.steps.unwrap_or(DEFAULT_STEPS),
+                max_splats: 1_000_000,
+                eval_every: 500,
+                ..TrainConfig::default()
+            },
             memory_budget_mib: args.memory_budget.unwrap_or(budget.bytes) >> 20,
-            seed: 0,
         };
         let mut app = Self {
             gpu,
@@ -542,7 +472,7 @@ impl SplatApp {
         self.kept = None;
         self.loading = Some(path.clone());
         self.info(format!("Loading {}", path.display()));
-        self.send(Command::LoadDataset { path, options: self.settings.load_options() });
+        self.send(Command::LoadDataset { path, options: self.settings.load.clone() });
     }
 
     /// Reloads the dataset at the resolution in the settings.
@@ -561,7 +491,8 @@ impl SplatApp {
                 let finished = self.run.as_ref().is_some_and(|r| r.step() >= r.planned_steps);
                 if finished {
                     // Continue past the plan: as many steps again as the settings say.
-                    let steps = self.run.as_ref().map_or(0, RunInfo::step) + self.settings.steps;
+                    let steps =
+                        self.run.as_ref().map_or(0, RunInfo::step) + self.settings.train.steps;
                     if let Some(run) = self.run.as_mut() {
                         run.planned_steps = steps;
                     }
@@ -581,7 +512,7 @@ impl SplatApp {
             return;
         }
         self.send(Command::SetMemoryBudget { bytes: self.settings.budget_bytes() });
-        self.send(Command::Start { config: self.settings.config() });
+        self.send(Command::Start { config: self.settings.train.clone() });
         self.show_file = false;
     }
 
@@ -599,7 +530,7 @@ impl SplatApp {
             TaskState::Ready => self.start(),
             TaskState::Training | TaskState::Paused => {
                 self.send(Command::SetMemoryBudget { bytes: self.settings.budget_bytes() });
-                self.send(Command::NewRun { config: Some(self.settings.config()) });
+                self.send(Command::NewRun { config: Some(self.settings.train.clone()) });
                 self.show_file = false;
             }
             TaskState::Empty | TaskState::Loading => {
@@ -1152,9 +1083,9 @@ impl SplatApp {
         let model = MemoryModel::default();
         let budget = self.settings.budget_bytes();
         // The task also caps by the device's binding limits; the budget is what the user sets.
-        let appearance = self.settings.appearance.resolve(&dataset.train).is_on();
-        let sh = (self.settings.sh_degree, self.settings.sh_precision, appearance);
-        let shape = model.plan_run(dataset, self.settings.max_splats, sh, budget, None).shape;
+        let appearance = self.settings.train.appearance.resolve(&dataset.train).is_on();
+        let sh = (self.settings.train.sh_degree, self.settings.train.sh_precision, appearance);
+        let shape = model.plan_run(dataset, self.settings.train.max_splats, sh, budget, None).shape;
         let peak = model.predict(&shape).peak_bytes;
         let fits = model.max_splats_for_budget(budget, &shape);
         Some((peak, fits))
@@ -1168,7 +1099,7 @@ impl SplatApp {
             splat_trainer::task::RANDOM_INIT_POINTS,
             splat_trainer::formats::PointCloud::len,
         );
-        let config = self.settings.config();
+        let config = self.settings.train.clone();
         let initial = u32::try_from(initial).unwrap_or(u32::MAX);
         config.strategy.most_splats(initial, config.steps, config.max_splats)
     }
@@ -1179,11 +1110,12 @@ impl SplatApp {
         let run = self.run.as_ref()?;
         let splats = run.last?.splats;
         let dataset = &self.dataset.as_ref()?.dataset;
-        let appearance = self.settings.appearance.resolve(&dataset.train).is_on();
+        let appearance = self.settings.train.appearance.resolve(&dataset.train).is_on();
         let views = if appearance { dataset.train.len() as u32 } else { 0 };
-        let shape = RunShape::for_dataset(dataset, u64::from(splats), self.settings.sh_degree)
-            .with_precision(self.settings.sh_precision)
-            .with_appearance(views);
+        let shape =
+            RunShape::for_dataset(dataset, u64::from(splats), self.settings.train.sh_degree)
+                .with_precision(self.settings.train.sh_precision)
+                .with_appearance(views);
         let shape = if self.images == ImagePlacement::Streamed { shape.streamed() } else { shape };
         Some((run.id, splats, MemoryModel::default().predict(&shape).peak_bytes))
     }

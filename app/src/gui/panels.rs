@@ -3,11 +3,12 @@
 use egui::{Color32, Key, KeyboardShortcut, Modifiers, RichText, Sense, Vec2};
 use egui_plot::{Legend, Line, Plot, PlotPoints};
 use splat_trainer::appearance::Compensation;
+use splat_trainer::config::{DEFAULT_ALPHA_LOSS_WEIGHT, Progressive, Transparency};
+use splat_trainer::densify::Strategy;
 use splat_trainer::render::{Category, Owner, ShPrecision};
 use splat_trainer::task::TaskState;
-use splat_trainer::train::{DEFAULT_ALPHA_LOSS_WEIGHT, Transparency};
 
-use super::app::{Level, RunInfo, SplatApp, StrategyChoice, ViewMode};
+use super::app::{Level, RunInfo, SplatApp, ViewMode};
 use super::crop::{Select, Tool};
 use super::crop_handles;
 use super::files::{OpenKind, SaveKind};
@@ -311,33 +312,29 @@ impl SplatApp {
         egui::Grid::new("settings").num_columns(2).striped(true).show(ui, |ui| {
             let settings = &mut self.settings;
             let label = ui.label("Steps");
-            ui.add(egui::DragValue::new(&mut settings.steps).range(1..=1_000_000).speed(100))
+            ui.add(egui::DragValue::new(&mut settings.train.steps).range(1..=1_000_000).speed(100))
                 .labelled_by(label.id);
             ui.end_row();
-            let strategies = [
-                (StrategyChoice::Compact, "Compact"),
-                (StrategyChoice::ThreeDgs, "3DGS"),
-                (StrategyChoice::Mcmc, "MCMC"),
-            ];
-            let label = ("Strategy", Some(STRATEGY_HINT));
-            choice_row(ui, label, editable, &mut settings.strategy, &strategies);
+            strategy_row(ui, editable, &mut settings.train.strategy);
             let label = ui.label("Max splats");
             ui.add_enabled(
                 editable,
-                egui::DragValue::new(&mut settings.max_splats).range(1..=20_000_000).speed(1000),
+                egui::DragValue::new(&mut settings.train.max_splats)
+                    .range(1..=20_000_000)
+                    .speed(1000),
             )
             .labelled_by(label.id);
             ui.end_row();
             let label = ui.label("SH degree");
-            ui.add_enabled(editable, egui::Slider::new(&mut settings.sh_degree, 0..=3))
+            ui.add_enabled(editable, egui::Slider::new(&mut settings.train.sh_degree, 0..=3))
                 .labelled_by(label.id);
             ui.end_row();
             let precisions = [ShPrecision::F32, ShPrecision::F16].map(|p| (p, p.name()));
             let label = ("SH precision", Some(SH_PRECISION_HINT));
-            choice_row(ui, label, editable, &mut settings.sh_precision, &precisions);
+            choice_row(ui, label, editable, &mut settings.train.sh_precision, &precisions);
             let label = ui.label("Resolution");
             ui.add(
-                egui::DragValue::new(&mut settings.max_resolution)
+                egui::DragValue::new(&mut settings.load.max_resolution)
                     .range(16..=8192)
                     .speed(8)
                     .suffix(" px"),
@@ -346,17 +343,19 @@ impl SplatApp {
             .on_hover_text("Longest image side; applied when the dataset is (re)loaded");
             ui.end_row();
             ui.label("Masks");
-            ui.checkbox(&mut settings.alpha_as_mask, "Alpha as mask").on_hover_text(
+            ui.checkbox(&mut settings.load.alpha_as_mask, "Alpha as mask").on_hover_text(
                 "Leave out the pixels a transparent image's alpha is 0 at, instead of \
                  compositing them over the background; applied when the dataset is (re)loaded",
             );
             ui.end_row();
-            transparency_row(ui, editable, &mut settings.transparency);
-            progressive_row(ui, editable, &mut settings.progressive);
-            appearance_row(ui, editable, &mut settings.appearance);
+            transparency_row(ui, editable, &mut settings.train.transparency);
+            progressive_row(ui, editable, &mut settings.train.progressive);
+            appearance_row(ui, editable, &mut settings.train.appearance);
             let label = ui.label("Eval every");
             ui.add(
-                egui::DragValue::new(&mut settings.eval_every).range(0..=100_000).suffix(" steps"),
+                egui::DragValue::new(&mut settings.train.eval_every)
+                    .range(0..=100_000)
+                    .suffix(" steps"),
             )
             .labelled_by(label.id);
             ui.end_row();
@@ -372,13 +371,13 @@ impl SplatApp {
             .labelled_by(label.id);
             ui.end_row();
         });
-        if self.settings.steps != settings_before.steps
+        if self.settings.train.steps != settings_before.train.steps
             && let Some(run) = self.run.as_mut()
             && matches!(self.task_state, TaskState::Training | TaskState::Paused)
         {
             // Steps can change during a run.
-            run.planned_steps = self.settings.steps;
-            let steps = self.settings.steps;
+            run.planned_steps = self.settings.train.steps;
+            let steps = self.settings.train.steps;
             if let Err(e) = self.task.send(splat_trainer::task::Command::SetSteps { steps }) {
                 self.error(format!("the trainer did not take the command: {e}"));
             }
@@ -388,7 +387,10 @@ impl SplatApp {
             let splats = match self.expected_splats() {
                 Some(most) => format!("Splats: up to {most} with these settings"),
                 None => {
-                    format!("Splats: as many as the images ask, up to {}", self.settings.max_splats)
+                    format!(
+                        "Splats: as many as the images ask, up to {}",
+                        self.settings.train.max_splats
+                    )
                 }
             };
             ui.label(splats);
@@ -409,7 +411,7 @@ impl SplatApp {
     /// A button to reload the dataset when it was loaded otherwise than the settings now say
     /// (a larger image than the resolution asks for, or the other alpha handling).
     fn reload_button(&mut self, ui: &mut egui::Ui) {
-        let wanted = self.settings.load_options();
+        let wanted = self.settings.load.clone();
         let stale = self.dataset.as_ref().is_some_and(|d| {
             let loaded = &d.dataset.options;
             let side = d.dataset.train.first().map_or(0, |v| v.camera.width.max(v.camera.height));
@@ -1172,14 +1174,29 @@ fn file_name(path: &std::path::Path) -> String {
 }
 
 /// The settings' coarse-to-fine row: its label and check box.
-fn progressive_row(ui: &mut egui::Ui, editable: bool, progressive: &mut bool) {
+/// The settings' strategy row, by name: a choice gives the strategy's default settings.
+fn strategy_row(ui: &mut egui::Ui, editable: bool, strategy: &mut Strategy) {
+    let strategies = [("compact", "Compact"), ("3dgs", "3DGS"), ("mcmc", "MCMC")];
+    let mut name = strategy.name();
+    choice_row(ui, ("Strategy", Some(STRATEGY_HINT)), editable, &mut name, &strategies);
+    if name != strategy.name()
+        && let Ok(chosen) = Strategy::parse(name)
+    {
+        *strategy = chosen;
+    }
+}
+
+fn progressive_row(ui: &mut egui::Ui, editable: bool, progressive: &mut Progressive) {
     ui.label("Coarse to fine");
-    ui.add_enabled(editable, egui::Checkbox::new(progressive, "Progressive resolution"))
-        .on_hover_text(
-            "The first tenth of the steps on images shrunk 4 times, the second tenth shrunk \
+    let mut on = *progressive != Progressive::Off;
+    ui.add_enabled(editable, egui::Checkbox::new(&mut on, "Progressive resolution")).on_hover_text(
+        "The first tenth of the steps on images shrunk 4 times, the second tenth shrunk \
              twice, the rest at full size: those steps cost a fraction as much; measured, a \
              run 5-9% faster and 0.2-0.3 dB lower",
-        );
+    );
+    if on != (*progressive != Progressive::Off) {
+        *progressive = if on { Progressive::On } else { Progressive::Off };
+    }
     ui.end_row();
 }
 

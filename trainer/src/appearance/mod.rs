@@ -106,6 +106,37 @@ impl Compensation {
     pub fn is_on(self) -> bool {
         self == Self::On
     }
+
+    /// True for `Off` (a checkpoint leaves the setting out then).
+    #[must_use]
+    pub fn is_off(&self) -> bool {
+        *self == Self::Off
+    }
+
+    /// `auto`, `on` or `off`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "auto" => Ok(Self::Auto),
+            "on" => Ok(Self::On),
+            "off" => Ok(Self::Off),
+            _ => Err(format!("'{text}': auto, on or off")),
+        }
+    }
+
+    /// What checkpoints written before the setting was kept trained with.
+    pub(crate) fn before_it_was_kept() -> Self {
+        Self::Off
+    }
+}
+
+impl std::fmt::Display for Compensation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::On => "on",
+            Self::Off => "off",
+        })
+    }
 }
 
 /// How far apart the train views' EXIF exposures are: the largest less the smallest, in

@@ -101,27 +101,53 @@ impl DatasetFormat {
     }
 }
 
-/// How to load a dataset.
-#[derive(Clone, Debug, PartialEq)]
+/// How to load a dataset: the settings of a capture (the command line's `train` and `info`,
+/// the window's, and checkpoints', which keep how their run's dataset was loaded).
+#[derive(Clone, Debug, PartialEq, clap::Parser, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[command(next_help_heading = "Loading the capture")]
 pub struct LoadOptions {
     /// Longest image side after loading, in pixels; larger images are downscaled and their
     /// intrinsics scaled with them. 0 = no limit.
+    #[arg(long, default_value_t = 1600)]
     pub max_resolution: u32,
-    /// Colour that transparent pixels are composited over, 0..1 per channel. Compositing
-    /// happens on the stored 8-bit values (`rgb·α + background·255·(1 − α)`), as `NeRF`
-    /// loaders do, so the value is in the images' encoding; 0 and 1 mean the same either way.
+    /// Colour that transparent pixels are composited over, r,g,b in 0..1. Compositing happens
+    /// on the stored 8-bit values (`rgb·α + background·255·(1 − α)`), as `NeRF` loaders do, so
+    /// the value is in the images' encoding; 0 and 1 mean the same either way.
+    #[arg(long, default_value = "0,0,0", value_parser = parse_background)]
+    #[serde(with = "crate::exact")]
     pub background: [f32; 3],
     /// Without a dataset test split, every `eval_every`-th image (starting with the first)
     /// becomes an eval view. 0 = no eval views; so does a split that would leave no train view
     /// (1, or a one-image dataset).
+    #[arg(skip = EVAL_EVERY)]
     pub eval_every: usize,
-    /// Use an RGBA image's alpha as its mask (0: left out) instead of compositing it.
+    /// Use RGBA images' alpha as their mask (pixels at 0 are left out of the loss and of
+    /// evaluation) instead of compositing them over the background.
+    #[arg(long)]
+    #[serde(default)]
     pub alpha_as_mask: bool,
 }
 
+/// [`LoadOptions::eval_every`] by default: 3DGS's and Mip-NeRF 360's split, every 8th image.
+pub const EVAL_EVERY: usize = 8;
+
 impl Default for LoadOptions {
+    /// What the command line gives when no option is given.
     fn default() -> Self {
-        Self { max_resolution: 1600, background: [0.0; 3], eval_every: 8, alpha_as_mask: false }
+        <Self as clap::Parser>::try_parse_from(["defaults"]).expect("the defaults parse")
+    }
+}
+
+/// A colour `r,g,b`, each in 0..1 (`--background`).
+pub fn parse_background(text: &str) -> Result<[f32; 3], String> {
+    let values: Vec<f32> = text
+        .split(',')
+        .map(|v| v.trim().parse::<f32>().map_err(|e| format!("'{v}': {e}")))
+        .collect::<Result<_, _>>()?;
+    match values.as_slice() {
+        [r, g, b] if values.iter().all(|v| (0.0..=1.0).contains(v)) => Ok([*r, *g, *b]),
+        _ => Err(format!("expected r,g,b with each in 0..1, got '{text}'")),
     }
 }
 

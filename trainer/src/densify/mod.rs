@@ -1,5 +1,7 @@
-//! Densification: the standard 3DGS adaptive density control ([`DefaultConfig`]) and the
-//! MCMC strategy ([`McmcConfig`]), on the splats, gradients and Adam moments of a run.
+//! Densification: the standard 3DGS adaptive density control ([`DefaultConfig`],
+//! `three_dgs.rs`), compact refinement ([`CompactConfig`], `compact.rs`) and the MCMC strategy
+//! ([`McmcConfig`], `mcmc.rs`), chosen by [`Strategy`] (`strategy.rs`), on the splats,
+//! gradients and Adam moments of a run; their moves share this file's GPU work.
 //!
 //! "Plan on the CPU, move data on the GPU": a refinement reads back only what its decisions
 //! need (opacity logits, log-scales and, for the default strategy, the densification
@@ -23,8 +25,12 @@
 //! 5. MCMC only: [`Densifier::mcmc_noise`] perturbs positions (gsplat's
 //!    `step_post_backward`: refine first, then noise, both after the optimizer step).
 
+mod compact;
 mod kernels;
+mod mcmc;
 mod plan;
+mod strategy;
+mod three_dgs;
 
 use std::ops::Range;
 use std::time::Instant;
@@ -38,12 +44,17 @@ use splat_render::wgpu;
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, SplatGradients};
 
 use crate::optim::{AdamState, Moments};
+use compact::paced_growth;
+pub use compact::{COMPACT_THRESHOLD_SIZE, CompactConfig};
 use kernels::{GatherJob, GatherUniform, Kernel, Kernels, Role, UNIFORM_SLOT, too_many};
+pub use mcmc::{McmcConfig, NOISE_GATE_CENTER, NOISE_GATE_SHARPNESS};
 pub use plan::{
     LONG_AXIS_OFFSET, RELOCATION_MAX_COPIES, SPLIT_CHILDREN, SPLIT_SCALE_DIVISOR, relocation,
 };
 use plan::{Plan, Readback, logit};
 use splat_formats::random::SplitMix64;
+pub use strategy::Strategy;
+pub use three_dgs::{DefaultConfig, SplitRule};
 
 /// What densification reallocates together: the parameters, their gradients (and
 /// densification statistics) and Adam's moments, all with the same splat count.
@@ -63,236 +74,6 @@ impl TrainState {
     }
 }
 
-/// The 3DGS adaptive density control (Kerbl et al. 2023, section 5 and the reference code's
-/// `OptimizationParams` / `densify_and_prune`; gsplat's `DefaultStrategy`). Defaults are the
-/// paper's.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DefaultConfig {
-    /// Refine every this many steps (`densification_interval`).
-    pub refine_every: u32,
-    /// Refine only after this step (`densify_from_iter`).
-    pub start: u32,
-    /// Refine and reset opacities only before this step (`densify_until_iter`).
-    pub stop: u32,
-    /// Grow splats whose mean NDC gradient norm (statistics sum / visible count) is at least
-    /// this (`densify_grad_threshold`).
-    pub grad_threshold: f32,
-    /// Clone when the largest scale is ≤ this × scene extent, split when larger
-    /// (`percent_dense`).
-    pub percent_dense: f32,
-    /// Prune below this opacity (after the sigmoid).
-    pub min_opacity: f32,
-    /// After the first opacity reset (without resets: from the start), prune splats whose
-    /// largest screen radius since the last refinement exceeded this many pixels of the
-    /// training images (3DGS's `size_threshold`).
-    /// Off (infinite) by default: in pixels it is 8 times as strict at 1,280 px as at 160 px,
-    /// and at full resolution it deleted most of a run's splats at the refinement after each
-    /// reset (BENCHMARKS.md, "The default schedule"). 3DGS's own code never applied it (its
-    /// statistic was cleared before the prune), and gsplat leaves it off.
-    pub max_screen_radius: f32,
-    /// After the first opacity reset (without resets: from the start), prune splats whose
-    /// largest scale exceeds this × scene extent (3DGS's `big_points_ws`).
-    pub max_world_scale: f32,
-    /// Reset opacities every this many steps (`opacity_reset_interval`; 0: never).
-    pub opacity_reset_every: u32,
-    /// The opacity (after the sigmoid) a reset clamps to.
-    pub opacity_reset_value: f32,
-    /// Where a split puts its two children and what it gives them.
-    pub split: SplitRule,
-}
-
-/// How a refinement splits a large splat into [`SPLIT_CHILDREN`] children (the parent goes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SplitRule {
-    /// 3DGS's `densify_and_split`: each child's mean drawn from N(parent mean, parent
-    /// covariance), every scale divided by [`SPLIT_SCALE_DIVISOR`], the parent's opacity.
-    /// Two children of the parent's opacity at random places, each thinner on every axis,
-    /// are not the parent: a refinement that splits the large splats of a view takes
-    /// several dB from it at once (desk-penguin at 96 px, step 600: 30.9 → 20.1 dB), and
-    /// the run spends the next hundred steps winning it back.
-    Sampled,
-    /// Along the parent's longest axis (as in Deng et al. 2024, "Efficient Density Control
-    /// for 3D Gaussian Splatting"): the children at ± [`LONG_AXIS_OFFSET`] times that
-    /// scale from the parent's mean, that scale divided by [`SPLIT_SCALE_DIVISOR`] and the
-    /// others kept, each of opacity 1 − √(1 − o), so that the two, where they overlap, are
-    /// as opaque as the parent was. Deterministic: no sample to draw.
-    LongAxis,
-}
-
-impl Default for DefaultConfig {
-    fn default() -> Self {
-        Self {
-            refine_every: 100,
-            start: 500,
-            stop: 15_000,
-            grad_threshold: 0.0002,
-            percent_dense: 0.01,
-            min_opacity: 0.005,
-            max_screen_radius: f32::INFINITY,
-            max_world_scale: 0.1,
-            opacity_reset_every: 3_000,
-            opacity_reset_value: 0.01,
-            split: SplitRule::Sampled,
-        }
-    }
-}
-
-impl DefaultConfig {
-    /// Whether `step` (1-based) refines: 3DGS's `iteration > densify_from_iter and iteration %
-    /// densification_interval == 0`, inside `iteration < densify_until_iter`.
-    #[must_use]
-    pub fn refines_at(&self, step: u32) -> bool {
-        step > self.start
-            && step < self.stop
-            && self.refine_every > 0
-            && step.is_multiple_of(self.refine_every)
-    }
-
-    /// Whether `step` resets opacities (after the refinement of that step, as in 3DGS; applied
-    /// before the next step's forward, [`Densifier::reset_scheduled_by`]).
-    #[must_use]
-    pub fn resets_opacity_at(&self, step: u32) -> bool {
-        step > 0
-            && step < self.stop
-            && self.opacity_reset_every > 0
-            && step.is_multiple_of(self.opacity_reset_every)
-    }
-}
-
-/// The MCMC strategy (Kheradmand et al. 2024, "3D Gaussian Splatting as Markov Chain Monte
-/// Carlo"; gsplat's `MCMCStrategy` and `simple_trainer`'s MCMC settings). Defaults are gsplat's.
-#[derive(Clone, Debug, PartialEq)]
-pub struct McmcConfig {
-    /// Most splats (gsplat's `cap_max`); `after_step`'s `max_splats` caps it further.
-    pub cap: u32,
-    pub refine_every: u32,
-    /// Refine only after this step.
-    pub start: u32,
-    /// Refine only before this step.
-    pub stop: u32,
-    /// Splats at or below this opacity (after the sigmoid) are dead and relocated.
-    pub min_opacity: f32,
-    /// Each refinement grows the count to `floor(N · (1 + grow_fraction))` (at most the cap).
-    pub grow_fraction: f64,
-    /// Position noise scale, multiplied by the means' learning rate.
-    pub noise_lr: f32,
-    /// Weight of the mean opacity (after the sigmoid) in the loss.
-    pub opacity_reg: f32,
-    /// Weight of the mean scale (after the exponential) in the loss.
-    pub scale_reg: f32,
-}
-
-impl Default for McmcConfig {
-    fn default() -> Self {
-        Self {
-            cap: 1_000_000,
-            refine_every: 100,
-            start: 500,
-            stop: 25_000,
-            min_opacity: 0.005,
-            grow_fraction: 0.05,
-            noise_lr: 5e5,
-            opacity_reg: 0.01,
-            scale_reg: 0.01,
-        }
-    }
-}
-
-impl McmcConfig {
-    /// Whether `step` refines (gsplat: `refine_start_iter < step < refine_stop_iter` and
-    /// `step % refine_every == 0`).
-    #[must_use]
-    pub fn refines_at(&self, step: u32) -> bool {
-        step > self.start
-            && step < self.stop
-            && self.refine_every > 0
-            && step.is_multiple_of(self.refine_every)
-    }
-}
-
-/// The noise gate's steepness `k` (gsplat's `op_sigmoid(x, k=100, x0=0.995)`).
-pub const NOISE_GATE_SHARPNESS: f32 = 100.0;
-/// The noise gate's centre `x0`, on `1 − opacity` (gsplat, 3DGS-MCMC: fixed, not tied to
-/// `min_opacity`).
-pub const NOISE_GATE_CENTER: f32 = 0.995;
-
-/// Compact refinement: the 3DGS rules ([`DefaultConfig`]) with growth paced and useless
-/// splats pushed out. A refinement leaves at most `grow_fraction` more splats than the most
-/// the run has had (its peak, the initial splats included), the candidates with the highest
-/// mean gradient first: what it prunes makes room, and a run pruned far below its peak (random
-/// points in empty space, faded by the alpha supervision) grows back to it without waiting.
-/// An opacity regulariser (the mean opacity in the loss, as in 3DGS-MCMC) lets splats that
-/// nothing needs fade below `min_opacity`, where the prune takes them, while the run is at its
-/// peak: there growth is held to the pace and fading makes room; below it (lego's random
-/// points pruned) there is room already, and the regulariser would only dim the picture.
-///
-/// The regulariser does the opacity reset's work, so compact has none, nor 3DGS's prune of
-/// splats large in the world: a reset clears Adam's opacity moments, after which the
-/// regulariser's tiny gradient alone moves an unseen splat a full step a step, below the
-/// visibility cut within ten steps and then to the prune; the world-size prune (a tenth of
-/// the cameras' extent) deletes the background of a capture whose scene lies far beyond its
-/// cameras. Either took several dB from every run that crossed step 3,000 (BENCHMARKS.md,
-/// "The default schedule").
-///
-/// It splits along the longest axis ([`SplitRule::LongAxis`]): 3DGS's sampled split took
-/// 10 dB from the picture at every early refinement (BENCHMARKS.md, "Splits that keep the
-/// picture").
-#[derive(Clone, Debug, PartialEq)]
-pub struct CompactConfig {
-    /// Schedule, growth and prune thresholds (opacity resets and size prunes: off).
-    pub refine: DefaultConfig,
-    /// Most splats one refinement may leave above the run's peak, as a fraction of the peak.
-    pub grow_fraction: f64,
-    /// Weight of the mean opacity (after the sigmoid) in the loss, while the run is at its
-    /// peak.
-    pub opacity_reg: f32,
-}
-
-impl Default for CompactConfig {
-    /// Measured on the shared captures (BENCHMARKS.md, "Compact refinement"): 4× the 3DGS
-    /// gradient threshold keeps the splats that only chase noise from growing at 96–160 px
-    /// (it falls with larger images, [`CompactConfig::grad_threshold_at`]), and 10% a
-    /// refinement lets a run grow to about 4× its peak in its first 2,000 steps.
-    fn default() -> Self {
-        Self {
-            refine: DefaultConfig {
-                grad_threshold: 0.0008,
-                opacity_reset_every: 0,
-                max_world_scale: f32::INFINITY,
-                split: SplitRule::LongAxis,
-                ..DefaultConfig::default()
-            },
-            grow_fraction: 0.1,
-            opacity_reg: 0.01,
-        }
-    }
-}
-
-/// The longest image side (pixels) up to which compact grows at its own gradient threshold
-/// (`CompactConfig::refine.grad_threshold`, measured at 96–160 px); above it the threshold
-/// falls as 1 / size to 3DGS's (0.0002, tuned for about 1,000 px) at 4× this size
-/// ([`CompactConfig::grad_threshold_at`]).
-pub const COMPACT_THRESHOLD_SIZE: u32 = 160;
-
-impl CompactConfig {
-    /// The gradient threshold for growth on images whose longest side is `image_size` pixels:
-    /// `refine.grad_threshold` up to [`COMPACT_THRESHOLD_SIZE`], then scaled by
-    /// `COMPACT_THRESHOLD_SIZE / image_size`, never below 3DGS's threshold.
-    ///
-    /// Why: the mean NDC gradient of a splat whose pixels disagree in sign (fine texture it is
-    /// too large for, noise) falls as 1 / resolution, while a coherent error's does not. At
-    /// 160 px the 4× threshold keeps splats that chase noise from growing; at full resolution
-    /// it kept lego at its 20,000 initial splats (H200, 800 px: 29.63 dB at step 9,000, where
-    /// 0.0004 reached 32.06 with 60k splats and 0.0002 33.75 with 187k, as 3dgs's 33.92 at
-    /// 8,000; BENCHMARKS.md, "Compact's gradient threshold at full resolution").
-    #[must_use]
-    pub fn grad_threshold_at(&self, image_size: u32) -> f32 {
-        let floor = DefaultConfig::default().grad_threshold.min(self.refine.grad_threshold);
-        let scale = COMPACT_THRESHOLD_SIZE as f32 / image_size.max(1) as f32;
-        (self.refine.grad_threshold * scale.min(1.0)).max(floor)
-    }
-}
-
 /// What a refinement needs of the run besides its state.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RefineInputs {
@@ -308,112 +89,6 @@ pub struct RefineInputs {
     pub seed: u64,
     /// The longest side of the step's training images in pixels (compact's threshold).
     pub image_size: u32,
-}
-
-/// How many of the steps `1..=steps` refine on a schedule of every `every` steps after
-/// `start` and before `stop` (the `refines_at` of both configs).
-fn refinements_up_to(steps: u32, start: u32, stop: u32, every: u32) -> u32 {
-    let last = steps.min(stop.saturating_sub(1));
-    if every == 0 || last <= start { 0 } else { last / every - start / every }
-}
-
-/// The most splats a compact refinement may leave in a run whose peak is `count`: `count`
-/// plus `ceil(count · fraction)`, so that even a handful of splats can grow.
-fn paced_growth(count: u64, fraction: f64) -> u64 {
-    count.saturating_add((count as f64 * fraction).ceil() as u64)
-}
-
-/// How a run densifies.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Strategy {
-    Default(DefaultConfig),
-    Mcmc(McmcConfig),
-    Compact(CompactConfig),
-}
-
-impl Strategy {
-    /// Whether `step` refines (the state is then rebuilt: whoever keeps bind groups of its
-    /// buffers lets them go first, so that the old buffers really go group by group).
-    #[must_use]
-    pub fn refines_at(&self, step: u32) -> bool {
-        match self {
-            Self::Default(config) => config.refines_at(step),
-            Self::Mcmc(config) => config.refines_at(step),
-            Self::Compact(config) => config.refine.refines_at(step),
-        }
-    }
-
-    /// The 3DGS rules the strategy refines by (its schedule, thresholds and resets): the
-    /// default's own, compact's `refine`; none for MCMC.
-    #[must_use]
-    pub fn rules_3dgs(&self) -> Option<&DefaultConfig> {
-        match self {
-            Self::Default(config) => Some(config),
-            Self::Compact(config) => Some(&config.refine),
-            Self::Mcmc(_) => None,
-        }
-    }
-
-    /// Its name on the command line and in checkpoints' logs: `compact`, `3dgs` or `mcmc`.
-    #[must_use]
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Default(_) => "3dgs",
-            Self::Mcmc(_) => "mcmc",
-            Self::Compact(_) => "compact",
-        }
-    }
-
-    /// The most splats a run of `steps` steps from `initial` splats can reach, where the
-    /// strategy bounds it (compact: its paced growth, from a peak that grows no faster; MCMC:
-    /// its cap), never more than `max_splats`. `None` for 3DGS, which grows as far as its
-    /// gradients ask (up to `max_splats`).
-    #[must_use]
-    pub fn most_splats(&self, initial: u32, steps: u32, max_splats: u32) -> Option<u32> {
-        let (grow, refinements, cap): (&dyn Fn(u64) -> u64, u32, u32) = match self {
-            Self::Default(_) => return None,
-            Self::Mcmc(config) => (
-                &|n| (n as f64 * (1.0 + config.grow_fraction)).floor() as u64,
-                refinements_up_to(steps, config.start, config.stop, config.refine_every),
-                config.cap.min(max_splats),
-            ),
-            Self::Compact(config) => {
-                let refine = &config.refine;
-                (
-                    &|n| paced_growth(n, config.grow_fraction),
-                    refinements_up_to(steps, refine.start, refine.stop, refine.refine_every),
-                    max_splats,
-                )
-            }
-        };
-        let cap = u64::from(cap);
-        let mut count = u64::from(initial).min(cap);
-        for _refinement in 0..refinements {
-            if count >= cap {
-                break;
-            }
-            count = grow(count).min(cap);
-        }
-        Some(count as u32)
-    }
-
-    /// Weights of the regularisers `opacity_reg · mean(sigmoid(o)) + scale_reg · mean(exp(s))`
-    /// the strategy adds to the loss at `step` of a run of `splats` splats whose peak is
-    /// `peak_splats` (capped at the run's `max_splats`), if any. MCMC's act all run long (as
-    /// gsplat's). Compact's acts while refinements prune what it fades (after them it would
-    /// only dim) and the run is at its peak ([`CompactConfig`] says why).
-    #[must_use]
-    pub fn regularisers(&self, step: u32, splats: u32, peak_splats: u32) -> Option<[f32; 2]> {
-        let weights = match self {
-            Self::Mcmc(config) => [config.opacity_reg, config.scale_reg],
-            Self::Compact(config) if step < config.refine.stop && splats >= peak_splats => {
-                [config.opacity_reg, 0.0]
-            }
-            Self::Default(_) | Self::Compact(_) => return None,
-        };
-        let [opacity, scale] = weights;
-        (opacity != 0.0 || scale != 0.0).then_some(weights)
-    }
 }
 
 /// What one [`Densifier::after_step`] did.

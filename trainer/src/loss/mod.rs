@@ -129,11 +129,14 @@ pub fn shader_sources() -> Vec<(String, String)> {
 }
 
 /// Weights of the two loss terms.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LossWeights {
     /// Weight of the mean absolute error.
+    #[serde(with = "crate::exact")]
     pub l1: f32,
     /// Weight of 1 − SSIM.
+    #[serde(with = "crate::exact")]
     pub ssim: f32,
 }
 

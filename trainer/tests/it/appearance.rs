@@ -171,10 +171,11 @@ fn appearance_undoes_per_view_exposure() {
 
     use splat_formats::random::SplitMix64;
     use splat_test_support::dataset_path;
+    use splat_trainer::config::TrainConfig;
     use splat_trainer::dataset::{LoadOptions, load_dataset};
     use splat_trainer::densify::{CompactConfig, Strategy};
     use splat_trainer::init::splats_from_points;
-    use splat_trainer::train::{TrainConfig, Trainer};
+    use splat_trainer::train::Trainer;
 
     let options = LoadOptions { max_resolution: 32, ..LoadOptions::default() };
     let mut data = load_dataset(&dataset_path("desk-penguin-opencv"), &options).unwrap();
@@ -229,10 +230,11 @@ fn exif_exposure_turns_compensation_on_and_seeds_it() {
     use std::sync::Arc;
 
     use splat_trainer::appearance::{AUTO_SPREAD_STOPS, ENCODING_GAMMA, exif_spread_stops};
+    use splat_trainer::config::TrainConfig;
     use splat_trainer::dataset::Exposure;
     use splat_trainer::densify::{CompactConfig, Strategy};
     use splat_trainer::init::splats_from_points;
-    use splat_trainer::train::{TrainConfig, Trainer};
+    use splat_trainer::train::Trainer;
 
     let ctx = context();
     let statue = crate::helpers::desk_statue(32);

@@ -11,13 +11,12 @@ use splat_trainer::appearance;
 use splat_trainer::checkpoint::{
     self, Checkpoint, CheckpointError, DatasetIdentity, dataset_identity,
 };
+use splat_trainer::config::{LearningRates, Progressive, TrainConfig, Transparency};
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, SplitRule, Strategy};
 use splat_trainer::formats::Splats;
 use splat_trainer::loss::LossWeights;
-use splat_trainer::train::{
-    HostOptimizerState, LearningRates, Progressive, RunSnapshot, TrainConfig, Transparency,
-};
+use splat_trainer::train::{HostOptimizerState, RunSnapshot};
 
 /// Arbitrary test data from the shared generator.
 struct Rng(SplitMix64);
@@ -146,7 +145,7 @@ fn random_config(rng: &mut Rng, mcmc: bool) -> TrainConfig {
             1 => Transparency::RandomBackground,
             _ => Transparency::AlphaLoss(rng.f32_not_nan()),
         },
-        progressive: Progressive { half_from: rng.u32(), full_from: rng.u32() },
+        progressive: Progressive::Stages { half_from: rng.u32(), full_from: rng.u32() },
         appearance: splat_trainer::appearance::Compensation::Off,
     }
 }
@@ -855,4 +854,50 @@ fn measure_checkpoint_speed_of_a_million_splats() {
     eprintln!("  plain File write_all + sync_all:  {}", rate(plain_write));
     eprintln!("  load (streamed into the arrays):  {}", rate(load));
     eprintln!("  plain fs::read of the same bytes: {}", rate(plain_read));
+}
+
+/// Checkpoints written by the build before the settings had one home (commit d9c9691; the
+/// commands are in `trainer/tests/fixtures/checkpoints/README.md`) load with the settings
+/// they were written with, and write again to the same bytes: the settings' own serde is the
+/// format those files are in.
+#[test]
+fn checkpoints_of_earlier_builds_load_and_rewrite_to_the_same_bytes() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/checkpoints");
+    let load = |name: &str| {
+        let bytes = std::fs::read(fixtures.join(name)).expect("the fixture is in the repository");
+        let checkpoint = checkpoint::read(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(to_bytes(&checkpoint) == bytes, "{name} writes again to other bytes");
+        let options = checkpoint.dataset.options.clone().expect("kept since before d9c9691");
+        (checkpoint.snapshot.config, options)
+    };
+
+    let (config, options) = load("compact-f16-progressive-appearance.ckpt");
+    assert_eq!(config.strategy, Strategy::Compact(CompactConfig::default()));
+    assert_eq!(config.sh_precision, ShPrecision::F16);
+    assert_eq!(config.progressive, Progressive::Stages { half_from: 0, full_from: 1 });
+    assert_eq!(config.transparency, Transparency::AlphaLoss(0.5));
+    assert_eq!(config.appearance, appearance::Compensation::On);
+    assert_eq!((config.steps, config.sh_degree, config.seed, config.eval_every), (6, 1, 3, 0));
+    assert_eq!(config.learning_rates, LearningRates::default());
+    assert_eq!(config.background.map(f32::to_bits), [1.0_f32, 0.5, 0.0].map(f32::to_bits));
+    assert_eq!(
+        options,
+        LoadOptions { max_resolution: 40, background: [1.0, 0.5, 0.0], ..LoadOptions::default() }
+    );
+
+    let (config, options) = load("mcmc-alpha-as-mask.ckpt");
+    assert_eq!(config.strategy, Strategy::Mcmc(McmcConfig { cap: 500, ..McmcConfig::default() }));
+    assert_eq!((config.max_splats, config.sh_precision), (500, ShPrecision::F32));
+    assert_eq!(config.transparency, Transparency::RandomBackground);
+    assert_eq!(config.appearance, appearance::Compensation::Off);
+    assert_eq!(
+        options,
+        LoadOptions { max_resolution: 24, alpha_as_mask: true, ..LoadOptions::default() }
+    );
+
+    let (config, options) = load("3dgs-composite.ckpt");
+    assert_eq!(config.strategy, Strategy::Default(DefaultConfig::default()));
+    assert_eq!((config.sh_degree, config.transparency), (0, Transparency::Composite));
+    assert_eq!(config.progressive, Progressive::Off);
+    assert_eq!(options.max_resolution, 32);
 }

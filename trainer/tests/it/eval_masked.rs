@@ -19,12 +19,13 @@ use std::sync::Arc;
 
 use splat_render::{FrameScratch, GpuSplats, Owner, RenderSettings, Renderer};
 use splat_test_support::dataset_path;
+use splat_trainer::config::TrainConfig;
 use splat_trainer::dataset::{LoadOptions, View, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
 use splat_trainer::loss::{C1, C2, RADIUS, gaussian_window};
 use splat_trainer::train::{
-    HostOptimizerState, ImagePlacement, RunSnapshot, TrainConfig, TrainKernels, Trainer,
+    HostOptimizerState, ImagePlacement, RunSnapshot, TrainKernels, Trainer,
 };
 
 use crate::helpers::{context, test_config};

@@ -12,13 +12,12 @@ use std::sync::Arc;
 
 use splat_render::{Owner, ShPrecision};
 use splat_test_support::dataset_path;
+use splat_trainer::config::{LearningRates, Progressive, TrainConfig, Transparency};
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::formats::{Loaded, load_file};
 use splat_trainer::loss::LossWeights;
-use splat_trainer::train::{
-    HostOptimizerState, LearningRates, Progressive, RunSnapshot, TrainConfig, Trainer, Transparency,
-};
+use splat_trainer::train::{HostOptimizerState, RunSnapshot, Trainer};
 
 use crate::helpers::context;
 
@@ -58,7 +57,7 @@ fn measure_eval_psnr_over_backgrounds() {
                 learning_rates: LearningRates::default(),
                 loss_weights: LossWeights::default(),
                 transparency: Transparency::Composite,
-                progressive: Progressive::OFF,
+                progressive: Progressive::Off,
                 appearance: splat_trainer::appearance::Compensation::Off,
             };
             let snapshot = RunSnapshot {

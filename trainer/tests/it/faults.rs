@@ -13,11 +13,11 @@ use splat_formats::filter::Filter;
 use splat_formats::{Loaded, load_file};
 use splat_render::{Fault, FaultKind, GpuContext, HeadlessOptions, Owner, ShPrecision};
 use splat_test_support::data;
+use splat_trainer::config::{LearningRates, Progressive, TrainConfig, Transparency};
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::loss::LossWeights;
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
-use splat_trainer::train::{LearningRates, Progressive, TrainConfig, Transparency};
 
 use crate::helpers::{context, until};
 
@@ -47,7 +47,7 @@ fn config(steps: u32, max_splats: u32) -> TrainConfig {
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
         transparency: Transparency::default(),
-        progressive: Progressive::OFF,
+        progressive: Progressive::Off,
         appearance: splat_trainer::appearance::Compensation::Off,
     }
 }

@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use splat_render::{GpuContext, ShPrecision};
 use splat_test_support::dataset_path;
+use splat_trainer::config::{LearningRates, Progressive, TrainConfig, Transparency};
 use splat_trainer::dataset::{Dataset, LoadOptions, load_dataset};
 use splat_trainer::densify::Strategy;
 use splat_trainer::loss::LossWeights;
 use splat_trainer::task::{Event, TaskHandle};
-use splat_trainer::train::{LearningRates, Progressive, TrainConfig, Transparency};
 
 /// The adapter wgpu finds (lavapipe in CI and on the development machine).
 pub fn context() -> GpuContext {
@@ -51,7 +51,7 @@ pub fn test_config(steps: u32, strategy: Strategy) -> TrainConfig {
         learning_rates: LearningRates::default(),
         loss_weights: LossWeights::default(),
         transparency: Transparency::default(),
-        progressive: Progressive::OFF,
+        progressive: Progressive::Off,
         appearance: splat_trainer::appearance::Compensation::Off,
     }
 }

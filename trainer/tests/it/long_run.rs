@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use splat_render::{Category, Owner};
 use splat_test_support::{assert_own_process, dataset_path, rss_bytes};
+use splat_trainer::config::TrainConfig;
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
-use splat_trainer::train::{TrainConfig, Trainer};
+use splat_trainer::train::Trainer;
 
 use crate::helpers::{context, test_config};
 

@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use splat_render::Owner;
 use splat_test_support::{assert_own_process, rss_bytes};
+use splat_trainer::config::TrainConfig;
 use splat_trainer::densify::{DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::init::splats_from_points;
-use splat_trainer::train::{TrainConfig, Trainer};
+use splat_trainer::train::Trainer;
 
 use crate::helpers::{context, desk_statue, test_config};
 

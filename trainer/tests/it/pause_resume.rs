@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use splat_render::{Category, Owner, ShPrecision};
 use splat_trainer::appearance::{Compensation, MOMENTS, PARAMS};
+use splat_trainer::config::TrainConfig;
 use splat_trainer::densify::{CompactConfig, DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
-use splat_trainer::train::{RunSnapshot, TrainConfig, Trainer};
+use splat_trainer::train::{RunSnapshot, Trainer};
 
 use crate::helpers::{context, desk_statue, test_config};
 

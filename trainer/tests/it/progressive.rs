@@ -6,13 +6,14 @@
 use std::sync::Arc;
 
 use splat_render::{GpuContext, Owner};
+use splat_trainer::config::{Progressive, TrainConfig};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
-use splat_trainer::train::{Progressive, TrainConfig, Trainer};
+use splat_trainer::train::Trainer;
 
 use crate::helpers::{context, desk_statue, test_config};
 
-const STAGES: Progressive = Progressive { half_from: 10, full_from: 20 };
+const STAGES: Progressive = Progressive::Stages { half_from: 10, full_from: 20 };
 
 fn config() -> TrainConfig {
     let strategy = Strategy::Default(DefaultConfig { start: u32::MAX, ..DefaultConfig::default() });

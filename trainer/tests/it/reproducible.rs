@@ -12,10 +12,11 @@ use std::sync::Arc;
 
 use splat_render::{GpuContext, HeadlessOptions, Owner, wgpu};
 use splat_test_support::{is_rerun, rerun_with_env};
+use splat_trainer::config::TrainConfig;
 use splat_trainer::dataset::Dataset;
 use splat_trainer::densify::{CompactConfig, DefaultConfig, McmcConfig, Strategy};
 use splat_trainer::init::splats_from_points;
-use splat_trainer::train::{RunSnapshot, TrainConfig, Trainer};
+use splat_trainer::train::{RunSnapshot, Trainer};
 
 use crate::helpers::{context, desk_statue, test_config};
 

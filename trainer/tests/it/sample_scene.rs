@@ -12,11 +12,12 @@ use std::time::Instant;
 
 use splat_render::{FrameScratch, GpuSplats, Owner, RenderSettings, Renderer, TILE_SIZE};
 use splat_test_support::TempDir;
+use splat_trainer::config::TrainConfig;
 use splat_trainer::dataset::{Dataset, DatasetFormat, LoadOptions, load_dataset};
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
 use splat_trainer::sample_scene::{self, IMAGE_SIZE, INIT_POINT_COUNT, VIEW_COUNT};
-use splat_trainer::train::{TrainConfig, Trainer};
+use splat_trainer::train::Trainer;
 
 use crate::helpers::{context, test_config};
 

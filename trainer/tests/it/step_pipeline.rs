@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use splat_render::{Category, GpuContext, Owner};
+use splat_trainer::config::TrainConfig;
 use splat_trainer::dataset::Dataset;
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
 use splat_trainer::train::{
-    ImagePlacement, RunSnapshot, StepMetrics, TrainConfig, TrainKernels, Trainer,
-    resident_image_bytes,
+    ImagePlacement, RunSnapshot, StepMetrics, TrainKernels, Trainer, resident_image_bytes,
 };
 
 use crate::helpers::{context, desk_statue, test_config};

@@ -5,10 +5,10 @@
 use splat_formats::filter::{CropSphere, Filter};
 use splat_render::{LedgerSnapshot, Owner};
 use splat_test_support::{assert_own_process, data, rss_bytes};
+use splat_trainer::config::TrainConfig;
 use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
-use splat_trainer::train::TrainConfig;
 
 use crate::helpers::{context, test_config, until};
 

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use splat_render::Owner;
 use splat_test_support::data;
+use splat_trainer::config::TrainConfig;
 use splat_trainer::dataset::LoadOptions;
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
-use splat_trainer::train::TrainConfig;
 
 use crate::helpers::{context, test_config, until};
 

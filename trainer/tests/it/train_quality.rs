@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use splat_render::Owner;
 use splat_test_support::dataset_path;
+use splat_trainer::config::TrainConfig;
 use splat_trainer::dataset::{LoadOptions, load_dataset};
 use splat_trainer::densify::{CompactConfig, DefaultConfig, SplitRule, Strategy};
 use splat_trainer::init::splats_from_points;
-use splat_trainer::train::{TrainConfig, Trainer};
+use splat_trainer::train::Trainer;
 
 use crate::helpers::{context, desk_statue, every_nth_point, test_config};
 

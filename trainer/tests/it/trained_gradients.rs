@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use splat_render::kernels::Reduction;
 use splat_render::{Owner, RenderSettings, Renderer, reference, wgpu};
+use splat_trainer::config::TrainConfig;
 use splat_trainer::densify::{DefaultConfig, Strategy};
 use splat_trainer::init::splats_from_points;
-use splat_trainer::train::{TrainConfig, Trainer};
+use splat_trainer::train::Trainer;
 
 use crate::helpers::{context, desk_statue, test_config};
 

@@ -73,21 +73,19 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use splat_formats::Splats;
-use splat_formats::filter::{
-    CropBox, CropSphere, Filter, MAX_SCENE_CELLS, MAX_SELECTIONS, MAX_STROKE_POINTS, SceneCells,
-    Selection, Shape,
-};
-use splat_render::ShPrecision;
+use splat_formats::filter::Filter;
 
-use crate::appearance::Compensation;
+use crate::config::TrainConfig;
 use crate::dataset::{Dataset, LoadOptions};
-use crate::densify::{CompactConfig, DefaultConfig, McmcConfig, SplitRule, Strategy};
-use crate::loss::LossWeights;
-use crate::train::{
-    HostOptimizerState, LearningRates, Progressive, RunSnapshot, TrainConfig, Transparency,
-};
+use crate::train::{HostOptimizerState, RunSnapshot};
+use crop::CropDoc;
+use xxh64::Xxh64;
+pub use xxh64::checksum;
+
+mod crop;
+mod xxh64;
 
 /// The first eight bytes of every checkpoint.
 pub const MAGIC: [u8; 8] = *b"SPLATCKP";
@@ -110,7 +108,8 @@ const IO_CHUNK: usize = 1 << 20;
 
 /// Which dataset a run trained on: where it was, and a fingerprint of what makes it the same
 /// dataset for training.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DatasetIdentity {
     /// The folder or zip it was loaded from (for messages and for finding it again).
     pub path: String,
@@ -120,6 +119,7 @@ pub struct DatasetIdentity {
     pub views: u32,
     /// How the dataset was loaded (image size, background, eval split), so that a run can
     /// load it the same way to continue; `None` in checkpoints written before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<LoadOptions>,
 }
 
@@ -514,19 +514,20 @@ pub fn load(path: &Path) -> Result<Checkpoint, CheckpointError> {
     read(&bytes).map_err(in_file)
 }
 
-/// The dataset the checkpoint file at `path` trained on, from its header and metadata only
-/// (the arrays and the checksum are [`load`]'s to check). Errors name the file.
-pub fn load_dataset_identity(path: &Path) -> Result<DatasetIdentity, CheckpointError> {
+/// The dataset the checkpoint file at `path` trained on and the settings of its run, from its
+/// header and metadata only (the arrays and the checksum are [`load`]'s to check). Errors name
+/// the file.
+pub fn load_settings(path: &Path) -> Result<(DatasetIdentity, TrainConfig), CheckpointError> {
     let cannot_read = |e| CheckpointError::in_file(path, CheckpointError::io("cannot read", e));
     let mut file = File::open(path).map_err(cannot_read)?;
     let have = file.metadata().map_err(cannot_read)?.len();
     if let Some((header, head)) = read_head(&mut file, have).map_err(cannot_read)?
         && let Ok(metadata) = header.metadata(&head)
     {
-        return Ok(metadata.dataset.into());
+        return Ok((metadata.dataset, metadata.config));
     }
     // Something is wrong: `load` says what.
-    load(path).map(|checkpoint| checkpoint.dataset)
+    load(path).map(|checkpoint| (checkpoint.dataset, checkpoint.snapshot.config))
 }
 
 /// The header and the bytes up to the first section of a file of `have` bytes; `None` where
@@ -735,7 +736,7 @@ struct Arrays {
 impl Arrays {
     /// Zeroed arrays for sections of `lens` f32 values, once they agree with `metadata`.
     fn zeroed(metadata: &Metadata, lens: &[usize]) -> Result<Self, CheckpointError> {
-        let appearance = usize::from(metadata.config.appearance);
+        let appearance = usize::from(metadata.config.appearance.is_on());
         let count = 2 * u64::from(metadata.moments) + 7 + appearance as u64;
         if count != lens.len() as u64 {
             return Err(damaged(format!(
@@ -745,7 +746,7 @@ impl Arrays {
                 lens.len()
             )));
         }
-        let names = section_names(metadata.moments, metadata.config.appearance);
+        let names = section_names(metadata.moments, metadata.config.appearance.is_on());
         if metadata.sections != names {
             return Err(damaged(format!(
                 "its metadata lists the sections {:?}, expected {names:?}",
@@ -831,9 +832,9 @@ impl Arrays {
                 rng: metadata.rng,
                 order: metadata.order,
                 peak_splats,
-                config: metadata.config.into(),
+                config: metadata.config,
             },
-            dataset: metadata.dataset.into(),
+            dataset: metadata.dataset,
             crop: metadata.crop.map(Filter::from).unwrap_or_default(),
         }
     }
@@ -903,9 +904,10 @@ fn section_names(moments: u32, appearance: bool) -> Vec<String> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Metadata: the JSON document. Its own types, so that renaming a field of `TrainConfig`
-// cannot silently change the file format; the conversions destructure every config type
-// completely, so adding a field does not compile until the format stores it.
+// Metadata: the JSON document. The settings are stored as their own types serialise them
+// (`crate::config`, `crate::dataset::LoadOptions`, `crate::densify`): a setting added there is
+// in the file without a word here. The checkpoints in `tests/fixtures/` were written by
+// earlier builds; they must read back, and rewrite to the same bytes.
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -922,217 +924,10 @@ struct Metadata {
     sh_degree: u32,
     moments: u32,
     sections: Vec<String>,
-    dataset: DatasetDoc,
-    config: ConfigDoc,
+    dataset: DatasetIdentity,
+    config: TrainConfig,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     crop: Option<CropDoc>,
-}
-
-/// [`Checkpoint::crop`]; each rule absent where the crop does not have it.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CropDoc {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    crop_box: Option<[[F32; 3]; 2]>,
-    /// The box's turn in degrees (about x, then y, then z); absent when it is not turned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    crop_box_turn: Option<[F32; 3]>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    crop_sphere: Option<([F32; 3], F32)>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    min_opacity: Option<F32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    max_size: Option<F32>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    selections: Vec<SelectionDoc>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    scene_cells: Option<SceneCellsDoc>,
-}
-
-/// [`SceneCells`]: its bits as words, x fastest (as many as its cells need).
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SceneCellsDoc {
-    origin: [F32; 3],
-    scale: F32,
-    dims: [u32; 3],
-    bits: Vec<u32>,
-}
-
-/// One of [`Filter::selections`]: a rectangle or a stroke, exactly one of them.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SelectionDoc {
-    camera_from_world: [F32; 4],
-    position: [F32; 3],
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    rect: Option<[F32; 4]>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    stroke: Option<StrokeDoc>,
-    keep: bool,
-}
-
-/// [`Shape::Stroke`].
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StrokeDoc {
-    radius: F32,
-    points: Vec<[F32; 2]>,
-}
-
-impl CropDoc {
-    /// What makes this crop one no [`Filter`] holds, in words (`None`: nothing).
-    fn problem(&self) -> Option<String> {
-        let finite = |values: &[F32]| values.iter().all(|v| v.0.is_finite());
-        if let Some(cells) = &self.scene_cells {
-            let [x, y, z] = cells.dims.map(u64::from);
-            let count = x.saturating_mul(y).saturating_mul(z);
-            if count > MAX_SCENE_CELLS {
-                return Some(format!(
-                    "its crop's scene cells ({x} × {y} × {z}) are more than {MAX_SCENE_CELLS}"
-                ));
-            }
-            let needed = count.div_ceil(32);
-            if cells.bits.len() as u64 != needed {
-                return Some(format!(
-                    "its crop's scene cells ({x} × {y} × {z}) come with {} words of bits, not \
-                     {needed}",
-                    cells.bits.len()
-                ));
-            }
-            if !(finite(&cells.origin) && cells.scale.0.is_finite() && cells.scale.0 > 0.0) {
-                return Some("its crop's scene cells have no finite place or size".to_owned());
-            }
-        }
-        let count = self.selections.len();
-        if count > MAX_SELECTIONS {
-            return Some(format!("its crop holds {count} selections, more than {MAX_SELECTIONS}"));
-        }
-        self.selections.iter().enumerate().find_map(|(i, s)| {
-            let number = i + 1;
-            if !finite(&s.camera_from_world) || !finite(&s.position) {
-                return Some(format!(
-                    "its crop's selection {number} has a camera of no finite pose"
-                ));
-            }
-            match (&s.rect, &s.stroke) {
-                (Some(rect), None) if finite(rect) => None,
-                (None, Some(stroke))
-                    if (1..=MAX_STROKE_POINTS).contains(&stroke.points.len())
-                        && stroke.points.iter().all(|p| finite(p))
-                        && stroke.radius.0.is_finite()
-                        && stroke.radius.0 >= 0.0 =>
-                {
-                    None
-                }
-                (None, Some(stroke)) => Some(format!(
-                    "its crop's selection {number} is a stroke of {} points (1 to \
-                     {MAX_STROKE_POINTS} are drawn), finite, of a radius of at least 0",
-                    stroke.points.len()
-                )),
-                (Some(_), None) => {
-                    Some(format!("its crop's selection {number} is a rectangle of no finite size"))
-                }
-                _ => Some(format!(
-                    "its crop's selection {number} is not exactly one of a rectangle and a stroke"
-                )),
-            }
-        })
-    }
-}
-
-impl From<&Filter> for CropDoc {
-    fn from(filter: &Filter) -> Self {
-        let Filter { crop_box, crop_sphere, min_opacity, max_size, selections, scene_cells } =
-            filter;
-        Self {
-            crop_box: crop_box.map(|b| [b.min.map(F32), b.max.map(F32)]),
-            crop_box_turn: crop_box.filter(CropBox::is_turned).map(|b| b.turn.map(F32)),
-            crop_sphere: crop_sphere.map(|s| (s.center.map(F32), F32(s.radius))),
-            min_opacity: min_opacity.map(F32),
-            max_size: max_size.map(F32),
-            selections: selections
-                .iter()
-                .map(|s| {
-                    let (rect, stroke) = match &s.shape {
-                        Shape::Rect(rect) => (Some(rect.map(F32)), None),
-                        Shape::Stroke { radius, points } => (
-                            None,
-                            Some(StrokeDoc {
-                                radius: F32(*radius),
-                                points: points.iter().map(|p| p.map(F32)).collect(),
-                            }),
-                        ),
-                    };
-                    SelectionDoc {
-                        camera_from_world: s.camera_from_world.map(F32),
-                        position: s.position.map(F32),
-                        rect,
-                        stroke,
-                        keep: s.keep,
-                    }
-                })
-                .collect(),
-            scene_cells: scene_cells.as_ref().map(|c| SceneCellsDoc {
-                origin: c.origin.map(F32),
-                scale: F32(c.scale),
-                dims: c.dims,
-                bits: c.bits.to_vec(),
-            }),
-        }
-    }
-}
-
-impl From<CropDoc> for Filter {
-    fn from(doc: CropDoc) -> Self {
-        let CropDoc {
-            crop_box,
-            crop_box_turn,
-            crop_sphere,
-            min_opacity,
-            max_size,
-            selections,
-            scene_cells,
-        } = doc;
-        let mut filter = Self {
-            crop_box: crop_box.map(|[min, max]| CropBox {
-                min: min.map(|v| v.0),
-                max: max.map(|v| v.0),
-                turn: crop_box_turn.map_or([0.0; 3], |turn| turn.map(|v| v.0)),
-            }),
-            crop_sphere: crop_sphere.map(|(center, radius)| CropSphere {
-                center: center.map(|v| v.0),
-                radius: radius.0,
-            }),
-            min_opacity: min_opacity.map(|v| v.0),
-            max_size: max_size.map(|v| v.0),
-            selections: Vec::new(),
-            scene_cells: scene_cells.map(|c| SceneCells {
-                origin: c.origin.map(|v| v.0),
-                scale: c.scale.0,
-                dims: c.dims,
-                bits: c.bits.into(),
-            }),
-        };
-        // What a filter holds (`CropDoc::problem` refused the rest when the file was read).
-        for s in selections {
-            let shape = match (s.rect, s.stroke) {
-                (Some(rect), _) => Shape::Rect(rect.map(|v| v.0)),
-                (None, Some(stroke)) => Shape::Stroke {
-                    radius: stroke.radius.0,
-                    points: stroke.points.iter().map(|p| p.map(|v| v.0)).collect(),
-                },
-                (None, None) => continue,
-            };
-            filter.add_selection(Selection {
-                camera_from_world: s.camera_from_world.map(|v| v.0),
-                position: s.position.map(|v| v.0),
-                shape,
-                keep: s.keep,
-            });
-        }
-        filter
-    }
 }
 
 impl Metadata {
@@ -1150,693 +945,20 @@ impl Metadata {
             sh_degree: snapshot.splats.sh_degree,
             moments,
             sections: section_names(moments, snapshot.config.appearance.is_on()),
-            dataset: DatasetDoc::from(&checkpoint.dataset),
-            config: ConfigDoc::from(&snapshot.config),
+            dataset: checkpoint.dataset.clone(),
+            config: snapshot.config.clone(),
             crop: (!checkpoint.crop.is_empty()).then(|| CropDoc::from(&checkpoint.crop)),
         }
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DatasetDoc {
-    path: String,
-    fingerprint: u64,
-    views: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    options: Option<LoadOptionsDoc>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LoadOptionsDoc {
-    max_resolution: u32,
-    background: [F32; 3],
-    eval_every: u64,
-    #[serde(default)]
-    alpha_as_mask: bool,
-}
-
-impl From<&DatasetIdentity> for DatasetDoc {
-    fn from(identity: &DatasetIdentity) -> Self {
-        let DatasetIdentity { path, fingerprint, views, options } = identity;
-        let options = options.as_ref().map(|options| {
-            let LoadOptions { max_resolution, background, eval_every, alpha_as_mask } = options;
-            LoadOptionsDoc {
-                max_resolution: *max_resolution,
-                background: background.map(F32),
-                eval_every: *eval_every as u64,
-                alpha_as_mask: *alpha_as_mask,
-            }
-        });
-        Self { path: path.clone(), fingerprint: *fingerprint, views: *views, options }
-    }
-}
-
-impl From<DatasetDoc> for DatasetIdentity {
-    fn from(doc: DatasetDoc) -> Self {
-        let DatasetDoc { path, fingerprint, views, options } = doc;
-        let options = options.map(|doc| LoadOptions {
-            max_resolution: doc.max_resolution,
-            background: doc.background.map(|value| value.0),
-            eval_every: usize::try_from(doc.eval_every).unwrap_or(usize::MAX),
-            alpha_as_mask: doc.alpha_as_mask,
-        });
-        Self { path, fingerprint, views, options }
-    }
-}
-
-/// An `f32` as a JSON string in shortest round-trip notation.
-#[derive(Clone, Copy)]
-struct F32(f32);
-/// An `f64` as a JSON string in shortest round-trip notation.
-#[derive(Clone, Copy)]
-struct F64(f64);
-
-impl Serialize for F32 {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&format_args!("{:?}", self.0))
-    }
-}
-
-impl Serialize for F64 {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&format_args!("{:?}", self.0))
-    }
-}
-
-fn parse_number<'de, D: Deserializer<'de>, T: std::str::FromStr>(
-    deserializer: D,
-) -> Result<T, D::Error> {
-    let text = String::deserialize(deserializer)?;
-    text.parse().map_err(|_| serde::de::Error::custom(format!("\"{text}\" is not a number")))
-}
-
-impl<'de> Deserialize<'de> for F32 {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        parse_number(deserializer).map(Self)
-    }
-}
-
-impl<'de> Deserialize<'de> for F64 {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        parse_number(deserializer).map(Self)
-    }
-}
-
-/// [`ShPrecision`] in the metadata: `"f32"` or `"f16"`.
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum ShPrecisionDoc {
-    #[default]
-    F32,
-    F16,
-}
-
-impl From<ShPrecision> for ShPrecisionDoc {
-    fn from(precision: ShPrecision) -> Self {
-        match precision {
-            ShPrecision::F32 => Self::F32,
-            ShPrecision::F16 => Self::F16,
-        }
-    }
-}
-
-impl From<ShPrecisionDoc> for ShPrecision {
-    fn from(doc: ShPrecisionDoc) -> Self {
-        match doc {
-            ShPrecisionDoc::F32 => Self::F32,
-            ShPrecisionDoc::F16 => Self::F16,
-        }
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConfigDoc {
-    steps: u32,
-    sh_degree: u32,
-    sh_degree_interval: u32,
-    /// Absent in files written before 16-bit SH storage existed: f32.
-    #[serde(default)]
-    sh_precision: ShPrecisionDoc,
-    strategy: StrategyDoc,
-    max_splats: u32,
-    eval_every: u32,
-    seed: u64,
-    background: [F32; 3],
-    learning_rates: LearningRatesDoc,
-    loss_weights: LossWeightsDoc,
-    #[serde(default)]
-    transparency: TransparencyDoc,
-    /// [`Progressive`]'s `half_from` and `full_from`. Absent in files written before
-    /// progressive resolution: every step at full size.
-    #[serde(default)]
-    progressive: [u32; 2],
-    /// Per-view appearance compensation; written only when on (then the file's last section
-    /// is `appearance`), so files without it read as off, what they trained with.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    appearance: bool,
-}
-
-impl From<&TrainConfig> for ConfigDoc {
-    fn from(config: &TrainConfig) -> Self {
-        let TrainConfig {
-            steps,
-            sh_degree,
-            sh_degree_interval,
-            sh_precision,
-            strategy,
-            max_splats,
-            eval_every,
-            seed,
-            background,
-            learning_rates,
-            loss_weights,
-            transparency,
-            progressive,
-            appearance,
-        } = config;
-        Self {
-            steps: *steps,
-            sh_degree: *sh_degree,
-            sh_degree_interval: *sh_degree_interval,
-            sh_precision: (*sh_precision).into(),
-            strategy: strategy.into(),
-            max_splats: *max_splats,
-            eval_every: *eval_every,
-            seed: *seed,
-            background: background.map(F32),
-            learning_rates: learning_rates.into(),
-            loss_weights: loss_weights.into(),
-            transparency: transparency.into(),
-            progressive: [progressive.half_from, progressive.full_from],
-            appearance: appearance.is_on(),
-        }
-    }
-}
-
-impl From<ConfigDoc> for TrainConfig {
-    fn from(doc: ConfigDoc) -> Self {
-        let ConfigDoc {
-            steps,
-            sh_degree,
-            sh_degree_interval,
-            sh_precision,
-            strategy,
-            max_splats,
-            eval_every,
-            seed,
-            background,
-            learning_rates,
-            loss_weights,
-            transparency,
-            progressive: [half_from, full_from],
-            appearance,
-        } = doc;
-        Self {
-            steps,
-            sh_degree,
-            sh_degree_interval,
-            sh_precision: sh_precision.into(),
-            strategy: strategy.into(),
-            max_splats,
-            eval_every,
-            seed,
-            background: background.map(|v| v.0),
-            learning_rates: learning_rates.into(),
-            loss_weights: loss_weights.into(),
-            transparency: transparency.into(),
-            progressive: Progressive { half_from, full_from },
-            appearance: if appearance { Compensation::On } else { Compensation::Off },
-        }
-    }
-}
-
-/// `"composite"`, `"random_background"` or `{"alpha_loss": "0.1"}`.
-#[derive(Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-enum TransparencyDoc {
-    /// What checkpoints written before the field trained with.
-    #[default]
-    Composite,
-    RandomBackground,
-    AlphaLoss(F32),
-}
-
-impl From<&Transparency> for TransparencyDoc {
-    fn from(transparency: &Transparency) -> Self {
-        match *transparency {
-            Transparency::Composite => Self::Composite,
-            Transparency::RandomBackground => Self::RandomBackground,
-            Transparency::AlphaLoss(weight) => Self::AlphaLoss(F32(weight)),
-        }
-    }
-}
-
-impl From<TransparencyDoc> for Transparency {
-    fn from(doc: TransparencyDoc) -> Self {
-        match doc {
-            TransparencyDoc::Composite => Self::Composite,
-            TransparencyDoc::RandomBackground => Self::RandomBackground,
-            TransparencyDoc::AlphaLoss(weight) => Self::AlphaLoss(weight.0),
-        }
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LearningRatesDoc {
-    means_initial: F32,
-    means_final: F32,
-    means_decay_steps: u32,
-    sh_dc: F32,
-    sh_rest: F32,
-    opacities: F32,
-    log_scales: F32,
-    quats: F32,
-}
-
-impl From<&LearningRates> for LearningRatesDoc {
-    fn from(rates: &LearningRates) -> Self {
-        let LearningRates {
-            means_initial,
-            means_final,
-            means_decay_steps,
-            sh_dc,
-            sh_rest,
-            opacities,
-            log_scales,
-            quats,
-        } = *rates;
-        Self {
-            means_initial: F32(means_initial),
-            means_final: F32(means_final),
-            means_decay_steps,
-            sh_dc: F32(sh_dc),
-            sh_rest: F32(sh_rest),
-            opacities: F32(opacities),
-            log_scales: F32(log_scales),
-            quats: F32(quats),
-        }
-    }
-}
-
-impl From<LearningRatesDoc> for LearningRates {
-    fn from(doc: LearningRatesDoc) -> Self {
-        let LearningRatesDoc {
-            means_initial,
-            means_final,
-            means_decay_steps,
-            sh_dc,
-            sh_rest,
-            opacities,
-            log_scales,
-            quats,
-        } = doc;
-        Self {
-            means_initial: means_initial.0,
-            means_final: means_final.0,
-            means_decay_steps,
-            sh_dc: sh_dc.0,
-            sh_rest: sh_rest.0,
-            opacities: opacities.0,
-            log_scales: log_scales.0,
-            quats: quats.0,
-        }
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LossWeightsDoc {
-    l1: F32,
-    ssim: F32,
-}
-
-impl From<&LossWeights> for LossWeightsDoc {
-    fn from(weights: &LossWeights) -> Self {
-        let LossWeights { l1, ssim } = *weights;
-        Self { l1: F32(l1), ssim: F32(ssim) }
-    }
-}
-
-impl From<LossWeightsDoc> for LossWeights {
-    fn from(doc: LossWeightsDoc) -> Self {
-        let LossWeightsDoc { l1, ssim } = doc;
-        Self { l1: l1.0, ssim: ssim.0 }
-    }
-}
-
-/// `{"default": {...}}`, `{"mcmc": {...}}` or `{"compact": {...}}`.
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-enum StrategyDoc {
-    Default(DefaultDoc),
-    Mcmc(McmcDoc),
-    Compact(CompactDoc),
-}
-
-impl From<&Strategy> for StrategyDoc {
-    fn from(strategy: &Strategy) -> Self {
-        match strategy {
-            Strategy::Default(config) => Self::Default(config.into()),
-            Strategy::Mcmc(config) => Self::Mcmc(config.into()),
-            Strategy::Compact(config) => Self::Compact(config.into()),
-        }
-    }
-}
-
-impl From<StrategyDoc> for Strategy {
-    fn from(doc: StrategyDoc) -> Self {
-        match doc {
-            StrategyDoc::Default(config) => Self::Default(config.into()),
-            StrategyDoc::Mcmc(config) => Self::Mcmc(config.into()),
-            StrategyDoc::Compact(config) => Self::Compact(config.into()),
-        }
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CompactDoc {
-    refine: DefaultDoc,
-    grow_fraction: F64,
-    opacity_reg: F32,
-}
-
-impl From<&CompactConfig> for CompactDoc {
-    fn from(config: &CompactConfig) -> Self {
-        let CompactConfig { refine, grow_fraction, opacity_reg } = config;
-        Self {
-            refine: refine.into(),
-            grow_fraction: F64(*grow_fraction),
-            opacity_reg: F32(*opacity_reg),
-        }
-    }
-}
-
-impl From<CompactDoc> for CompactConfig {
-    fn from(doc: CompactDoc) -> Self {
-        let CompactDoc { refine, grow_fraction, opacity_reg } = doc;
-        Self { refine: refine.into(), grow_fraction: grow_fraction.0, opacity_reg: opacity_reg.0 }
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DefaultDoc {
-    refine_every: u32,
-    start: u32,
-    stop: u32,
-    grad_threshold: F32,
-    percent_dense: F32,
-    min_opacity: F32,
-    max_screen_radius: F32,
-    max_world_scale: F32,
-    opacity_reset_every: u32,
-    opacity_reset_value: F32,
-    /// Absent in files written before the long-axis split: 3DGS's sampled split (the rule
-    /// those runs were trained with, so that they resume as they would have gone on).
-    #[serde(default)]
-    split: SplitRuleDoc,
-}
-
-/// [`SplitRule`] in the metadata: `"sampled"` or `"long_axis"`.
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum SplitRuleDoc {
-    #[default]
-    Sampled,
-    LongAxis,
-}
-
-impl From<SplitRule> for SplitRuleDoc {
-    fn from(rule: SplitRule) -> Self {
-        match rule {
-            SplitRule::Sampled => Self::Sampled,
-            SplitRule::LongAxis => Self::LongAxis,
-        }
-    }
-}
-
-impl From<SplitRuleDoc> for SplitRule {
-    fn from(doc: SplitRuleDoc) -> Self {
-        match doc {
-            SplitRuleDoc::Sampled => Self::Sampled,
-            SplitRuleDoc::LongAxis => Self::LongAxis,
-        }
-    }
-}
-
-impl From<&DefaultConfig> for DefaultDoc {
-    fn from(config: &DefaultConfig) -> Self {
-        let DefaultConfig {
-            refine_every,
-            start,
-            stop,
-            grad_threshold,
-            percent_dense,
-            min_opacity,
-            max_screen_radius,
-            max_world_scale,
-            opacity_reset_every,
-            opacity_reset_value,
-            split,
-        } = *config;
-        Self {
-            refine_every,
-            start,
-            stop,
-            grad_threshold: F32(grad_threshold),
-            percent_dense: F32(percent_dense),
-            min_opacity: F32(min_opacity),
-            max_screen_radius: F32(max_screen_radius),
-            max_world_scale: F32(max_world_scale),
-            opacity_reset_every,
-            opacity_reset_value: F32(opacity_reset_value),
-            split: split.into(),
-        }
-    }
-}
-
-impl From<DefaultDoc> for DefaultConfig {
-    fn from(doc: DefaultDoc) -> Self {
-        let DefaultDoc {
-            refine_every,
-            start,
-            stop,
-            grad_threshold,
-            percent_dense,
-            min_opacity,
-            max_screen_radius,
-            max_world_scale,
-            opacity_reset_every,
-            opacity_reset_value,
-            split,
-        } = doc;
-        Self {
-            refine_every,
-            start,
-            stop,
-            grad_threshold: grad_threshold.0,
-            percent_dense: percent_dense.0,
-            min_opacity: min_opacity.0,
-            max_screen_radius: max_screen_radius.0,
-            max_world_scale: max_world_scale.0,
-            opacity_reset_every,
-            opacity_reset_value: opacity_reset_value.0,
-            split: split.into(),
-        }
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct McmcDoc {
-    cap: u32,
-    refine_every: u32,
-    start: u32,
-    stop: u32,
-    min_opacity: F32,
-    grow_fraction: F64,
-    noise_lr: F32,
-    opacity_reg: F32,
-    scale_reg: F32,
-}
-
-impl From<&McmcConfig> for McmcDoc {
-    fn from(config: &McmcConfig) -> Self {
-        let McmcConfig {
-            cap,
-            refine_every,
-            start,
-            stop,
-            min_opacity,
-            grow_fraction,
-            noise_lr,
-            opacity_reg,
-            scale_reg,
-        } = *config;
-        Self {
-            cap,
-            refine_every,
-            start,
-            stop,
-            min_opacity: F32(min_opacity),
-            grow_fraction: F64(grow_fraction),
-            noise_lr: F32(noise_lr),
-            opacity_reg: F32(opacity_reg),
-            scale_reg: F32(scale_reg),
-        }
-    }
-}
-
-impl From<McmcDoc> for McmcConfig {
-    fn from(doc: McmcDoc) -> Self {
-        let McmcDoc {
-            cap,
-            refine_every,
-            start,
-            stop,
-            min_opacity,
-            grow_fraction,
-            noise_lr,
-            opacity_reg,
-            scale_reg,
-        } = doc;
-        Self {
-            cap,
-            refine_every,
-            start,
-            stop,
-            min_opacity: min_opacity.0,
-            grow_fraction: grow_fraction.0,
-            noise_lr: noise_lr.0,
-            opacity_reg: opacity_reg.0,
-            scale_reg: scale_reg.0,
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Checksum
-
-/// XXH64 with seed 0 (Yann Collet's xxHash, 64-bit): the checksum at the end of every
-/// checkpoint, over every byte before it. Public so tools and tests can compute it.
-#[must_use]
-pub fn checksum(bytes: &[u8]) -> u64 {
-    let mut hash = Xxh64::new();
-    hash.update(bytes);
-    hash.finish()
-}
-
-const P1: u64 = 0x9E37_79B1_85EB_CA87;
-const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
-const P3: u64 = 0x1656_67B1_9E37_79F9;
-const P4: u64 = 0x85EB_CA77_C2B2_AE63;
-const P5: u64 = 0x27D4_EB2F_1656_67C5;
-
-/// Streaming XXH64, seed 0.
-struct Xxh64 {
-    lanes: [u64; 4],
-    /// The last, incomplete 32-byte stripe.
-    buffer: [u8; 32],
-    buffered: usize,
-    total: u64,
-}
-
-fn round(lane: u64, input: u64) -> u64 {
-    lane.wrapping_add(input.wrapping_mul(P2)).rotate_left(31).wrapping_mul(P1)
-}
-
-fn merge(hash: u64, lane: u64) -> u64 {
-    (hash ^ round(0, lane)).wrapping_mul(P1).wrapping_add(P4)
-}
-
-impl Xxh64 {
-    fn new() -> Self {
-        Self {
-            lanes: [P1.wrapping_add(P2), P2, 0, 0u64.wrapping_sub(P1)],
-            buffer: [0; 32],
-            buffered: 0,
-            total: 0,
-        }
-    }
-
-    fn update(&mut self, mut input: &[u8]) {
-        self.total += input.len() as u64;
-        if self.buffered > 0 {
-            let take = (32 - self.buffered).min(input.len());
-            self.buffer[self.buffered..self.buffered + take].copy_from_slice(&input[..take]);
-            self.buffered += take;
-            input = &input[take..];
-            if self.buffered < 32 {
-                return;
-            }
-            let stripe = self.buffer;
-            self.stripes(std::slice::from_ref(&stripe));
-            self.buffered = 0;
-        }
-        let (stripes, rest) = input.as_chunks::<32>();
-        self.stripes(stripes);
-        self.buffer[..rest.len()].copy_from_slice(rest);
-        self.buffered = rest.len();
-    }
-
-    fn stripes(&mut self, stripes: &[[u8; 32]]) {
-        let [mut a, mut b, mut c, mut d] = self.lanes;
-        for stripe in stripes {
-            let words: [u64; 4] = bytemuck::cast(*stripe);
-            a = round(a, u64::from_le(words[0]));
-            b = round(b, u64::from_le(words[1]));
-            c = round(c, u64::from_le(words[2]));
-            d = round(d, u64::from_le(words[3]));
-        }
-        self.lanes = [a, b, c, d];
-    }
-
-    fn finish(&self) -> u64 {
-        let mut hash = if self.total >= 32 {
-            let [a, b, c, d] = self.lanes;
-            let mut hash = a
-                .rotate_left(1)
-                .wrapping_add(b.rotate_left(7))
-                .wrapping_add(c.rotate_left(12))
-                .wrapping_add(d.rotate_left(18));
-            for lane in self.lanes {
-                hash = merge(hash, lane);
-            }
-            hash
-        } else {
-            P5
-        };
-        hash = hash.wrapping_add(self.total);
-        let (words, rest) = self.buffer[..self.buffered].as_chunks::<8>();
-        for word in words {
-            hash ^= round(0, u64::from_le_bytes(*word));
-            hash = hash.rotate_left(27).wrapping_mul(P1).wrapping_add(P4);
-        }
-        let (halves, bytes) = rest.as_chunks::<4>();
-        for half in halves {
-            hash ^= u64::from(u32::from_le_bytes(*half)).wrapping_mul(P1);
-            hash = hash.rotate_left(23).wrapping_mul(P2).wrapping_add(P3);
-        }
-        for &byte in bytes {
-            hash ^= u64::from(byte).wrapping_mul(P5);
-            hash = hash.rotate_left(11).wrapping_mul(P1);
-        }
-        hash ^= hash >> 33;
-        hash = hash.wrapping_mul(P2);
-        hash ^= hash >> 29;
-        hash = hash.wrapping_mul(P3);
-        hash ^ (hash >> 32)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::appearance::Compensation;
+    use crate::config::{Progressive, Transparency};
+    use crate::densify::{CompactConfig, SplitRule, Strategy};
+    use splat_render::ShPrecision;
 
     /// A checkpoint written before `transparency` was stored trained on the composited
     /// images: it reads back as `Composite`, whatever today's default is; one written before
@@ -1847,23 +969,18 @@ mod tests {
     fn configs_without_transparency_read_as_composite() {
         let config = TrainConfig {
             steps: 10,
-            sh_degree: 3,
-            sh_degree_interval: 1000,
             sh_precision: ShPrecision::F16,
             strategy: Strategy::Compact(CompactConfig::default()),
             max_splats: 100,
             eval_every: 0,
             seed: 1,
-            background: [0.0; 3],
-            learning_rates: LearningRates::default(),
-            loss_weights: crate::loss::LossWeights::default(),
-            transparency: Transparency::RandomBackground,
             progressive: Progressive::for_steps(10),
             appearance: Compensation::On,
+            ..TrainConfig::default()
         };
-        let mut json = serde_json::to_value(ConfigDoc::from(&config)).expect("serialise");
-        let written: ConfigDoc = serde_json::from_value(json.clone()).expect("read back");
-        assert_eq!(TrainConfig::from(written), config);
+        let mut json = serde_json::to_value(&config).expect("serialise");
+        let written: TrainConfig = serde_json::from_value(json.clone()).expect("read back");
+        assert_eq!(written, config);
         let fields = json.as_object_mut().expect("an object");
         fields.remove("transparency");
         fields.remove("sh_precision");
@@ -1871,10 +988,10 @@ mod tests {
         assert_eq!(fields.remove("appearance"), Some(serde_json::json!(true)));
         let refine = fields["strategy"]["compact"]["refine"].as_object_mut().expect("an object");
         assert_eq!(refine.remove("split"), Some(serde_json::json!("long_axis")));
-        let old = TrainConfig::from(serde_json::from_value::<ConfigDoc>(json).expect("older"));
+        let old: TrainConfig = serde_json::from_value(json).expect("older");
         assert_eq!(old.transparency, Transparency::Composite);
         assert_eq!(old.sh_precision, ShPrecision::F32);
-        assert_eq!(old.progressive, Progressive::OFF);
+        assert_eq!(old.progressive, Progressive::Off);
         assert_eq!(old.appearance, Compensation::Off);
         let Strategy::Compact(compact) = old.strategy else { panic!("compact") };
         assert_eq!(compact.refine.split, SplitRule::Sampled);
