@@ -58,7 +58,7 @@ pub struct TrainConfig {
     pub background: [f32; 3],
     #[command(flatten)]
     pub learning_rates: LearningRates,
-    #[arg(skip)]
+    #[command(flatten)]
     pub loss_weights: LossWeights,
     /// How transparent images (RGBA, alpha composited) are supervised: random-background
     /// (each step over a random colour), alpha-loss[=WEIGHT] (an L1 loss on the rendered
@@ -395,6 +395,8 @@ mod tests {
             bits([1.6e-4, 1.6e-6, 2.5e-3, 2.5e-3 / 20.0, 2.5e-2, 5e-3, 1e-3])
         );
         assert_eq!(rates.means_decay_steps, 30_000);
+        let loss = config.loss_weights;
+        assert_eq!([loss.l1, loss.ssim].map(f32::to_bits), [0.8_f32, 0.2].map(f32::to_bits));
     }
 
     #[test]
@@ -413,6 +415,8 @@ mod tests {
             "0.0003",
             "--sh-precision",
             "f16",
+            "--ssim-weight",
+            "0.3",
         ])
         .expect("parses");
         assert_eq!(config.strategy.name(), "mcmc");
@@ -421,6 +425,7 @@ mod tests {
         assert_eq!(config.appearance, Compensation::Off);
         assert_eq!(config.learning_rates.means_initial.to_bits(), 0.0003_f32.to_bits());
         assert_eq!(config.sh_precision, ShPrecision::F16);
+        assert_eq!(config.loss_weights.ssim.to_bits(), 0.3_f32.to_bits());
         let error =
             TrainConfig::try_parse_from(["train", "--strategy", "default"]).expect_err("renamed");
         assert!(error.to_string().contains("now named 3dgs"), "{error}");

@@ -129,21 +129,23 @@ pub fn shader_sources() -> Vec<(String, String)> {
 }
 
 /// Weights of the two loss terms.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, clap::Parser, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LossWeights {
-    /// Weight of the mean absolute error.
+    /// Weight of the mean absolute error in the loss.
+    #[arg(long = "l1-weight", default_value_t = 0.8)]
     #[serde(with = "crate::exact")]
     pub l1: f32,
-    /// Weight of 1 − SSIM.
+    /// Weight of 1 − SSIM in the loss (3DGS's λ: 0.8·L1 + 0.2·(1 − SSIM)).
+    #[arg(long = "ssim-weight", default_value_t = 0.2)]
     #[serde(with = "crate::exact")]
     pub ssim: f32,
 }
 
 impl Default for LossWeights {
-    /// 3DGS's λ = 0.2: 0.8·L1 + 0.2·(1 − SSIM).
+    /// What the command line gives when no option is given.
     fn default() -> Self {
-        Self { l1: 0.8, ssim: 0.2 }
+        <Self as clap::Parser>::try_parse_from(["defaults"]).expect("the defaults parse")
     }
 }
 
