@@ -19,6 +19,9 @@ use splat_formats::{Splats, sh_coeffs_for_degree};
 
 use crate::{Category, GpuBuffer, GpuContext, GpuError, Owner};
 
+/// Floats of densification statistics per splat (`SplatGradients::densify`): NDC gradient
+/// norm sum, visible count, largest radius.
+pub const DENSIFY_FLOATS: u64 = 3;
 /// Coefficients per SH band (degree 0..=3).
 pub const BAND_COEFFS: [u32; 4] = [1, 3, 5, 7];
 /// First coefficient index of each band.
@@ -475,7 +478,7 @@ impl SplatGradients {
             )?);
         }
         let [v_means, v_log_scales, v_quats, v_opacities, s0, s1, s2, s3] = all_buffers(buffers);
-        let densify_bytes = u64::from(splats.count) * crate::kernels::DENSIFY_FLOATS * 4;
+        let densify_bytes = u64::from(splats.count) * DENSIFY_FLOATS * 4;
         Ok(Self {
             count: splats.count,
             v_means,
@@ -650,7 +653,7 @@ impl SplatGradients {
                 let row = u64::from(words_per_splat(b, sh_degree, ShPrecision::F32)) * 4;
                 rows_binding(buffer, row, splats)
             }
-            None => rows_binding(&self.densify, crate::kernels::DENSIFY_FLOATS * 4, splats),
+            None => rows_binding(&self.densify, DENSIFY_FLOATS * 4, splats),
         })
     }
 }

@@ -8,6 +8,7 @@ mod camera;
 pub mod camera_path;
 mod context;
 mod device_memory;
+mod error;
 pub mod gpu_splats;
 pub mod kernels;
 pub mod ledger;
@@ -20,10 +21,11 @@ pub mod view_controller;
 
 pub use camera::Camera;
 pub use context::{
-    Fault, FaultKind, GpuBuffer, GpuContext, GpuError, GpuTexture, HeadlessOptions, KERNEL_NEEDS,
-    KernelNeeds, Limit, MEMORY_BUDGET_THRESHOLDS, adapter_name, device_descriptor, texture_bytes,
+    Fault, FaultKind, GpuBuffer, GpuContext, GpuTexture, HeadlessOptions, KERNEL_NEEDS,
+    KernelNeeds, MEMORY_BUDGET_THRESHOLDS, adapter_name, device_descriptor, texture_bytes,
 };
 pub use device_memory::{DeviceMemory, device_memory};
+pub use error::{GpuError, Limit};
 pub use gpu_splats::{GpuSplats, ShPrecision, SplatGradients};
 pub use ledger::{Allocation, Category, Ledger, LedgerEntry, LedgerSnapshot, Owner};
 pub use profiler::{FrameTimings, PassTimer, PassTiming, Profile};

@@ -13,7 +13,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::context::{GpuBuffer, GpuContext, GpuError};
+use crate::context::{GpuBuffer, GpuContext};
+use crate::error::GpuError;
 use crate::ledger::{Category, Owner};
 
 /// Timestamps per frame at most (two per pass). A frame with more passes times the first

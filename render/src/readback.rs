@@ -23,7 +23,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use crate::context::GpuError;
+use crate::error::GpuError;
 
 /// The `gpu-poller` thread of one context. Started on first use; when the last clone of its
 /// context is dropped, its wake channel closes and the thread is joined, so the device is

@@ -62,11 +62,9 @@ use std::sync::Arc;
 
 use splat_formats::Splats;
 use splat_render::gpu_splats::{
-    EMPTY_BUFFER_BYTES, PARAM_BUFFERS, VALUES_PER_SPLAT, words_per_splat,
+    DENSIFY_FLOATS, EMPTY_BUFFER_BYTES, PARAM_BUFFERS, VALUES_PER_SPLAT, words_per_splat,
 };
-use splat_render::kernels::{
-    DENSIFY_FLOATS, PROJECTED_BYTES, PROJECTED_GRAD_FLOATS, RenderUniform,
-};
+use splat_render::kernels::{PROJECTED_BYTES, PROJECTED_GRAD_FLOATS, RenderUniform};
 use splat_render::{
     Category, DeviceMemory, FrameScratch, GpuContext, GpuError, GpuSplats, Owner, RenderSettings,
     Renderer, ShPrecision, TILE_SIZE, device_memory, human_bytes, wgpu,

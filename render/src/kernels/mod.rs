@@ -233,6 +233,3 @@ pub const PROJECTED_BYTES: u64 = 48;
 /// Floats of dL/d(projected) per splat, and of its partial per tile intersection: mean2d 2,
 /// conic 3, colour 3, opacity 1.
 pub const PROJECTED_GRAD_FLOATS: u64 = 9;
-/// Floats of densification statistics per splat: NDC gradient norm sum, visible count,
-/// largest radius.
-pub const DENSIFY_FLOATS: u64 = 3;

@@ -21,7 +21,8 @@
 use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::context::{GpuBuffer, GpuContext, GpuError};
+use crate::context::{GpuBuffer, GpuContext};
+use crate::error::GpuError;
 use crate::ledger::{Category, Owner};
 
 /// Invocations per workgroup. Keep in sync with scan.wgsl.

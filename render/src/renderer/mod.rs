@@ -43,10 +43,9 @@ mod scratch;
 mod uniforms;
 
 pub use scratch::FrameScratch;
-use scratch::{BegunFrame, LastFrame, scratch_buffer};
+use scratch::{BegunFrame, LastFrame, backward_frame, bind_group, scratch_buffer};
 use uniforms::{
-    UNIFORM_STRIDE, backward_frame, bind_group, dispatch, filter_rules, render_uniform,
-    uniform_slot, whole, whole_chunks,
+    UNIFORM_STRIDE, dispatch, filter_rules, render_uniform, uniform_slot, whole, whole_chunks,
 };
 
 /// How to render.

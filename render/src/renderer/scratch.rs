@@ -5,9 +5,9 @@ use std::sync::{Mutex, PoisonError};
 
 use splat_formats::filter::{SceneCells, Selection};
 
-use super::uniforms::{BindKey, window_uniform_bytes};
+use super::uniforms::window_uniform_bytes;
 use super::{COUNTS_BYTES, FrameCounts, PARAMS, Renderer, STORAGE};
-use crate::gpu_splats::read_f32;
+use crate::gpu_splats::{GpuSplats, SplatGradients, read_f32};
 use crate::kernels::scan::ScanScratch;
 use crate::kernels::sort::SortScratch;
 use crate::kernels::{
@@ -509,4 +509,54 @@ impl FrameScratch {
         }
         Ok(())
     }
+}
+
+/// A kept bind group's name: its kernel, depth band and window of splats.
+pub(super) type BindKey = (&'static str, usize, usize);
+
+/// The bind group of `buffers` at bindings 0, 1, … for `pipeline`, made once and kept in
+/// `scratch` (under `key`) while the same buffers come back.
+pub(super) fn bind_group(
+    ctx: &GpuContext,
+    scratch: &FrameScratch,
+    pipeline: &wgpu::ComputePipeline,
+    key: BindKey,
+    buffers: &[wgpu::BufferBinding<'_>],
+) -> wgpu::BindGroup {
+    scratch.cached_bind_group(key, buffers, || {
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, buffer)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(buffer.clone()),
+            })
+            .collect();
+        ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(key.0),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        })
+    })
+}
+
+/// The frame the backward pass differentiates: the last forward pass's, which must have
+/// rendered these splats, with a gradient row for each.
+pub(super) fn backward_frame(
+    scratch: &FrameScratch,
+    splats: &GpuSplats,
+    grads: &SplatGradients,
+) -> Result<LastFrame, GpuError> {
+    let invalid =
+        |message: String| GpuError::Validation { label: "render backward".into(), message };
+    let Some(frame) = scratch.last_frame else {
+        return Err(invalid("backward called before forward".into()));
+    };
+    if frame.splats != splats.count || grads.count != splats.count {
+        return Err(invalid(format!(
+            "forward rendered {} splats; backward got {} splats and {} gradients",
+            frame.splats, splats.count, grads.count
+        )));
+    }
+    Ok(frame)
 }

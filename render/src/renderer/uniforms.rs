@@ -4,11 +4,10 @@
 use splat_formats::filter::{Filter, Shape};
 
 use super::RenderSettings;
-use super::scratch::{FrameScratch, LastFrame};
-use crate::gpu_splats::{GpuSplats, ShPrecision, SplatGradients};
+use crate::gpu_splats::{GpuSplats, ShPrecision};
 use crate::kernels::{BandUniform, RenderUniform};
 use crate::profiler::PassTimer;
-use crate::{Camera, GpuContext, GpuError};
+use crate::{Camera, GpuContext};
 
 pub(super) fn render_uniform(
     splats: &GpuSplats,
@@ -144,35 +143,6 @@ pub(super) fn whole<const N: usize>(buffers: [&wgpu::Buffer; N]) -> [wgpu::Buffe
     buffers.map(wgpu::Buffer::as_entire_buffer_binding)
 }
 
-/// A kept bind group's name: its kernel, depth band and window of splats.
-pub(super) type BindKey = (&'static str, usize, usize);
-
-/// The bind group of `buffers` at bindings 0, 1, … for `pipeline`, made once and kept in
-/// `scratch` (under `key`) while the same buffers come back.
-pub(super) fn bind_group(
-    ctx: &GpuContext,
-    scratch: &FrameScratch,
-    pipeline: &wgpu::ComputePipeline,
-    key: BindKey,
-    buffers: &[wgpu::BufferBinding<'_>],
-) -> wgpu::BindGroup {
-    scratch.cached_bind_group(key, buffers, || {
-        let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
-            .iter()
-            .enumerate()
-            .map(|(i, buffer)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: wgpu::BindingResource::Buffer(buffer.clone()),
-            })
-            .collect();
-        ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(key.0),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        })
-    })
-}
-
 /// Chunks of [`CHUNK`] intersections, numbered in the frame, wholly inside `band`.
 pub(super) fn whole_chunks(band: &BandUniform) -> u32 {
     let end = u64::from(band.base) + u64::from(band.intersections);
@@ -204,25 +174,4 @@ pub(super) fn dispatch(
     pass.set_pipeline(pipeline);
     pass.set_bind_group(0, bind, &[]);
     pass.dispatch_workgroups(x, y, 1);
-}
-
-/// The frame the backward pass differentiates: the last forward pass's, which must have
-/// rendered these splats, with a gradient row for each.
-pub(super) fn backward_frame(
-    scratch: &FrameScratch,
-    splats: &GpuSplats,
-    grads: &SplatGradients,
-) -> Result<LastFrame, GpuError> {
-    let invalid =
-        |message: String| GpuError::Validation { label: "render backward".into(), message };
-    let Some(frame) = scratch.last_frame else {
-        return Err(invalid("backward called before forward".into()));
-    };
-    if frame.splats != splats.count || grads.count != splats.count {
-        return Err(invalid(format!(
-            "forward rendered {} splats; backward got {} splats and {} gradients",
-            frame.splats, splats.count, grads.count
-        )));
-    }
-    Ok(frame)
 }

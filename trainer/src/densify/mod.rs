@@ -590,7 +590,7 @@ async fn read_back(
         log_scales: read_f32_async(ctx, &splats.log_scales, 3 * n).await?,
         densify: match grads {
             Some(grads) => {
-                let floats = n * splat_render::kernels::DENSIFY_FLOATS as usize;
+                let floats = n * splat_render::gpu_splats::DENSIFY_FLOATS as usize;
                 read_f32_async(ctx, &grads.densify, floats).await?
             }
             None => Vec::new(),
