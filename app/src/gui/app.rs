@@ -10,13 +10,13 @@ use anyhow::Context as _;
 use glam::Vec3;
 use splat_trainer::config::TrainConfig;
 use splat_trainer::dataset::{Dataset, LoadOptions};
-use splat_trainer::memory::{MemoryBudget, MemoryModel, RunShape, default_budget};
+use splat_trainer::memory::{MemoryBudget, default_budget};
 use splat_trainer::render::view_controller::{ViewController, scene_focus, scene_up};
 use splat_trainer::render::{Camera, GpuContext, LedgerSnapshot};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
 use splat_trainer::train::{ImagePlacement, StepMetrics, StepStats};
 
-use super::files::{FileEvent, Files, OpenKind, Opened, SaveKind};
+use super::files::{Files, OpenKind, SaveKind};
 use super::history::History;
 use super::poses::{self, PosesWindow};
 use super::self_test::{self, SelfTestWindow};
@@ -72,7 +72,7 @@ pub struct LoadedDataset {
 }
 
 /// `path`, or `path` with `-2`, `-3`, … before its extension when that is taken.
-fn unused_name(path: PathBuf) -> PathBuf {
+pub(super) fn unused_name(path: PathBuf) -> PathBuf {
     if !path.exists() {
         return path;
     }
@@ -211,11 +211,11 @@ pub(super) struct ViewportLayout {
 }
 
 /// What a video films: the splats, the scene's framing (centre, radius, up) and the file.
-type VideoSubject = (Arc<splat_trainer::render::GpuSplats>, (Vec3, f32, Vec3), PathBuf);
+pub(super) type VideoSubject = (Arc<splat_trainer::render::GpuSplats>, (Vec3, f32, Vec3), PathBuf);
 
 /// How a video's camera moves.
 #[derive(Clone, Copy, Debug)]
-enum VideoMotion {
+pub(super) enum VideoMotion {
     /// Once round the scene.
     Turntable,
     /// Along the keyframes placed in the viewer.
@@ -256,7 +256,7 @@ pub struct SplatApp {
     pub(super) ledger_view: Option<(Instant, LedgerSnapshot)>,
     pub(super) prediction: Option<(u64, u64, u32)>,
     /// Where the current run keeps its images (from the task's prediction).
-    images: ImagePlacement,
+    pub(super) images: ImagePlacement,
     pub(super) log: VecDeque<LogLine>,
     pub(super) toast: Option<(Instant, Level, String)>,
     pub(super) view: ViewController,
@@ -280,9 +280,9 @@ pub struct SplatApp {
     pub(super) kept: Option<(u64, u32)>,
     /// Help → Self-test: its window while running or shown, and the report being saved.
     self_test: Option<SelfTestWindow>,
-    self_test_json: Option<String>,
+    pub(super) self_test_json: Option<String>,
     /// Camera poses for dropped photos or a video: the question, then the run.
-    poses: Option<PosesWindow>,
+    pub(super) poses: Option<PosesWindow>,
     /// COLMAP's executable and the engines' idle limit for those runs.
     engines: poses::EngineSettings,
 }
@@ -444,7 +444,7 @@ impl SplatApp {
 
     // ---- Commands ----------------------------------------------------------------------
 
-    fn send(&mut self, command: Command) {
+    pub(super) fn send(&mut self, command: Command) {
         if let Err(e) = self.task.send(command) {
             self.error(format!("the trainer did not take the command: {e}"));
         }
@@ -462,7 +462,7 @@ impl SplatApp {
         self.files.open_dialog(kind, start);
     }
 
-    fn load_dataset(&mut self, path: PathBuf) {
+    pub(super) fn load_dataset(&mut self, path: PathBuf) {
         // Drop our handle on the old images before the trainer reads the new ones.
         self.dataset = None;
         self.ground_truth = None;
@@ -551,7 +551,7 @@ impl SplatApp {
     }
 
     /// `<exports>/<dataset>-run<id>-step<step>.<extension>`.
-    fn output_path(&self, extension: &str) -> Option<PathBuf> {
+    pub(super) fn output_path(&self, extension: &str) -> Option<PathBuf> {
         let dir = self.exports_dir()?;
         let stem = self.dataset.as_ref()?.path.file_stem()?.to_string_lossy().into_owned();
         // The run's, or a failed run's kept splats (no checkpoint of those: no optimizer).
@@ -734,122 +734,6 @@ impl SplatApp {
         }
     }
 
-    /// Starts a turntable video of what the viewport shows (the run's splats or a file's,
-    /// with the crop) into the exports folder.
-    pub fn start_turntable_video(&mut self) {
-        self.start_video(VideoMotion::Turntable);
-    }
-
-    /// Starts a video along the keyframes placed in the viewer (at least two), as
-    /// [`Self::start_turntable_video`] does.
-    pub fn start_path_video(&mut self) {
-        self.start_video(VideoMotion::Path);
-    }
-
-    fn start_video(&mut self, motion: VideoMotion) {
-        if self.video.is_some() {
-            return;
-        }
-        let suffix = match motion {
-            VideoMotion::Turntable => "turntable",
-            VideoMotion::Path => "path",
-        };
-        let Some((splats, framing, path)) = self.video_subject(&format!("{suffix}.mp4")) else {
-            return;
-        };
-        let path = unused_name(path);
-        if let Some(dir) = path.parent()
-            && let Err(e) = std::fs::create_dir_all(dir)
-        {
-            self.error(format!("{}: cannot make the folder: {e}", dir.display()));
-            return;
-        }
-        let fps = super::video_job::FPS;
-        let cameras = match motion {
-            VideoMotion::Turntable => {
-                crate::video::turntable(framing, self.video_seconds, fps, self.video_size)
-            }
-            VideoMotion::Path => match self.keyframes.path() {
-                Ok(camera_path) => crate::video::path_cameras(&camera_path, fps, self.video_size),
-                Err(e) => return self.warning(format!("No camera path: {e}.")),
-            },
-        };
-        let cameras = match cameras {
-            Ok(cameras) => cameras,
-            Err(e) => return self.error(format!("{e:#}")),
-        };
-        let settings = splat_trainer::render::RenderSettings {
-            keep: self.crop.keep().clone(),
-            ..Default::default()
-        };
-        match super::video_job::VideoJob::start(self.gpu.clone(), splats, cameras, &settings, path)
-        {
-            Ok(job) => self.video = Some(job),
-            Err(e) => self.error(format!("cannot start a thread for the video: {e}")),
-        }
-    }
-
-    /// What a video films (the splats the viewport shows: a file's, or the run's), the
-    /// scene's framing for a turntable, and the path `NAME-{suffix}` it goes to (beside the
-    /// file, or in the exports folder); `None`, with a warning, when nothing is shown.
-    fn video_subject(&mut self, suffix: &str) -> Option<VideoSubject> {
-        let showing_file =
-            self.viewed_file.as_ref().filter(|_| self.show_file || self.run.is_none());
-        if let Some(file) = showing_file {
-            let dir = self.out.clone().or_else(|| file.path.parent().map(Path::to_path_buf))?;
-            let stem = file.path.file_stem()?.to_string_lossy().into_owned();
-            let (center, radius) = file.focus;
-            let framing = (center, radius, splat_trainer::render::view_controller::DEFAULT_UP);
-            return Some((Arc::clone(&file.splats), framing, dir.join(format!("{stem}-{suffix}"))));
-        }
-        let (Some(latest), Some(dataset), Some(path)) =
-            (self.task.viewer().latest(), self.dataset.as_ref(), self.output_path("mp4"))
-        else {
-            self.warning("Nothing to film: start a run or open a splat file first.");
-            return None;
-        };
-        let framing = (dataset.focus.0, dataset.focus.1, dataset.up);
-        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        Some((latest.splats, framing, path.with_file_name(format!("{name}-{suffix}"))))
-    }
-
-    /// Adds a keyframe of the camera path where the viewport's camera is.
-    pub fn add_keyframe(&mut self) {
-        if let Some(camera) = self.requested_camera {
-            self.keyframes.add(&camera);
-            let (count, seconds) = (self.keyframes.len(), self.keyframes.duration());
-            self.info(format!("Keyframe {count} placed at {seconds} s."));
-        }
-    }
-
-    /// Writes the camera path to the exports folder as the file `render --path` reads.
-    pub fn save_camera_path(&mut self) {
-        let Some((_, _, path)) = self.video_subject("path.json") else { return };
-        let path = unused_name(path);
-        let written = self.keyframes.file_text().map_err(|e| e.to_string()).and_then(|text| {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-            }
-            std::fs::write(&path, text).map_err(|e| e.to_string())
-        });
-        match written {
-            Ok(()) => {
-                self.info(format!(
-                    "Camera path saved to {} (splatforge render SCENE --path FILE --out VIDEO.mp4).",
-                    path.display()
-                ));
-                self.keyframes.saved.push(path);
-            }
-            Err(e) => self.error(format!("{}: the camera path was not saved: {e}", path.display())),
-        }
-    }
-
-    /// The length and frame size of the next turntable video (the panel's fields).
-    pub fn set_video(&mut self, seconds: f64, size: (u32, u32)) {
-        self.video_seconds = seconds;
-        self.video_size = size;
-    }
-
     fn on_task_event(&mut self, event: Event) {
         match event {
             Event::State(state) => {
@@ -954,81 +838,6 @@ impl SplatApp {
         }
     }
 
-    fn on_file_event(&mut self, event: FileEvent) {
-        match event {
-            FileEvent::Failed(message) => self.error(message),
-            FileEvent::SaveTo(SaveKind::Export, path) => {
-                self.send(Command::Export {
-                    path,
-                    up: self.export_up(),
-                    keep: self.crop.keep().clone(),
-                });
-            }
-            FileEvent::SaveTo(SaveKind::Checkpoint, path) => {
-                self.send(Command::SaveCheckpoint { path, crop: self.crop.keep().clone() });
-            }
-            FileEvent::SaveTo(SaveKind::SelfTestReport, path) => {
-                let json = self.self_test_json.take().unwrap_or_default();
-                match std::fs::write(&path, json) {
-                    Ok(()) => self.info(format!("Saved the self-test report {}", path.display())),
-                    Err(e) => self.error(format!("{}: {e}", path.display())),
-                }
-            }
-            FileEvent::Opened(opened) => match opened {
-                Opened::Dataset(path) => self.load_dataset(path),
-                Opened::NeedsPoses { path, input } => {
-                    if self.poses.as_ref().is_some_and(PosesWindow::is_running) {
-                        self.error(format!(
-                            "{}: camera poses are being computed for another input; wait for \
-                             them or cancel them first",
-                            path.display()
-                        ));
-                    } else {
-                        self.poses = Some(PosesWindow::ask(path, input));
-                    }
-                }
-                Opened::Checkpoint(path) => {
-                    if self.dataset.is_some() {
-                        self.info(format!("Loading checkpoint {}", path.display()));
-                        self.send(Command::LoadCheckpoint { path });
-                        self.show_file = false;
-                    } else {
-                        self.error(format!(
-                            "{}: open the checkpoint's dataset first, then load the checkpoint",
-                            path.display()
-                        ));
-                    }
-                }
-                Opened::PointCloud { path, points } => {
-                    if self.dataset.is_some() {
-                        self.info(format!(
-                            "{}: {points} points, used as init.ply from the next run on \
-                             (Ctrl+N starts one).",
-                            path.display()
-                        ));
-                        self.send(Command::LoadInit { path: path.clone() });
-                        self.init = Some(path);
-                    } else {
-                        self.error(format!(
-                            "{}: a point cloud starts a run on a dataset: open a dataset first",
-                            path.display()
-                        ));
-                    }
-                }
-                Opened::Splats { path, splats, focus } => {
-                    self.info(format!("Viewing {} ({} splats).", path.display(), splats.count));
-                    let up = self.dataset.as_ref().map_or(Vec3::NEG_Y, |d| d.up);
-                    self.view = ViewController::framing(focus.0, focus.1, up);
-                    self.view_mode = ViewMode::Free;
-                    // The previous file's splats go when the viewer's next frame ends.
-                    self.viewed_file = Some(ViewedFile { path, splats, focus });
-                    self.keyframes.clear();
-                    self.show_file = true;
-                }
-            },
-        }
-    }
-
     // ---- Viewport ----------------------------------------------------------------------
 
     /// What the viewport shows now.
@@ -1074,62 +883,6 @@ impl SplatApp {
             });
         }
         (width > 0 && height > 0).then(|| self.view.camera(width, height))
-    }
-
-    /// Predicted peak GPU bytes of a run with the current settings, and the most splats the
-    /// budget allows.
-    pub(super) fn predicted(&self) -> Option<(u64, u64)> {
-        let dataset = &self.dataset.as_ref()?.dataset;
-        let model = MemoryModel::default();
-        let budget = self.settings.budget_bytes();
-        // The task also caps by the device's binding limits; the budget is what the user sets.
-        let appearance = self.settings.train.appearance.resolve(&dataset.train).is_on();
-        let sh = (self.settings.train.sh_degree, self.settings.train.sh_precision, appearance);
-        let shape = model.plan_run(dataset, self.settings.train.max_splats, sh, budget, None).shape;
-        let peak = model.predict(&shape).peak_bytes;
-        let fits = model.max_splats_for_budget(budget, &shape);
-        Some((peak, fits))
-    }
-
-    /// The most splats the next run on the loaded dataset can reach with the current settings,
-    /// where its strategy bounds it (see [`Strategy::most_splats`]), from its initial points.
-    pub(super) fn expected_splats(&self) -> Option<u32> {
-        let dataset = &self.dataset.as_ref()?.dataset;
-        let initial = dataset.init_points.as_ref().map_or(
-            splat_trainer::task::RANDOM_INIT_POINTS,
-            splat_trainer::formats::PointCloud::len,
-        );
-        let config = self.settings.train.clone();
-        let initial = u32::try_from(initial).unwrap_or(u32::MAX);
-        config.strategy.most_splats(initial, config.steps, config.max_splats)
-    }
-
-    /// The memory model's bytes for the current run as it is now (its splat count), to set
-    /// beside the ledger's measurement: `(run, splats, bytes)`.
-    pub(super) fn run_now_predicted(&self) -> Option<(u64, u32, u64)> {
-        let run = self.run.as_ref()?;
-        let splats = run.last?.splats;
-        let dataset = &self.dataset.as_ref()?.dataset;
-        let appearance = self.settings.train.appearance.resolve(&dataset.train).is_on();
-        let views = if appearance { dataset.train.len() as u32 } else { 0 };
-        let shape =
-            RunShape::for_dataset(dataset, u64::from(splats), self.settings.train.sh_degree)
-                .with_precision(self.settings.train.sh_precision)
-                .with_appearance(views);
-        let shape = if self.images == ImagePlacement::Streamed { shape.streamed() } else { shape };
-        Some((run.id, splats, MemoryModel::default().predict(&shape).peak_bytes))
-    }
-
-    /// Refreshes the memory panel's ledger snapshot at most every 250 ms (a snapshot copies
-    /// every live allocation's label: not worth doing at the frame rate).
-    pub(super) fn refresh_ledger_view(&mut self) {
-        let stale = self
-            .ledger_view
-            .as_ref()
-            .is_none_or(|(at, _)| at.elapsed() >= Duration::from_millis(250));
-        if stale {
-            self.ledger_view = Some((Instant::now(), self.gpu.ledger().snapshot()));
-        }
     }
 
     /// A summary for tests.

@@ -13,12 +13,15 @@ mod crop_handles;
 mod files;
 mod history;
 mod keyframes;
+mod memory_pane;
 mod panels;
 mod poses;
 pub mod sample;
 mod screen;
 mod self_test;
+mod settings_pane;
 mod video_job;
+mod video_pane;
 mod viewer;
 
 use std::path::PathBuf;
