@@ -10,6 +10,7 @@
 mod app;
 mod crop;
 mod crop_handles;
+mod file_events;
 mod files;
 mod history;
 mod keyframes;
