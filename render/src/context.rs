@@ -1,13 +1,13 @@
 //! The GPU context: one wgpu device and queue, and the only door through which the project
 //! allocates GPU memory (so every byte is in the [`Ledger`]).
 
-use std::ops::Deref;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::buffer::{GpuBuffer, GpuTexture};
 use crate::error::{GpuError, Limit};
-use crate::ledger::{Allocation, Category, Ledger, LedgerEntry, Owner};
-use crate::profiler::Profiler;
+use crate::ledger::{Allocation, Category, Ledger, Owner};
+use crate::profiler::{PassTimer, Profile, Profiler};
 use crate::readback::Poller;
 
 /// Optional features we use where the adapter has them; kernels keep a fallback for each.
@@ -62,34 +62,6 @@ impl KernelNeeds {
             ));
         }
         (!lacks.is_empty()).then(|| lacks.join("; "))
-    }
-}
-
-/// A buffer registered in the ledger. Derefs to [`wgpu::Buffer`]; dropping it unregisters it.
-#[derive(Debug)]
-pub struct GpuBuffer {
-    buffer: wgpu::Buffer,
-    _entry: LedgerEntry,
-}
-
-impl Deref for GpuBuffer {
-    type Target = wgpu::Buffer;
-    fn deref(&self) -> &wgpu::Buffer {
-        &self.buffer
-    }
-}
-
-/// A texture registered in the ledger. Derefs to [`wgpu::Texture`].
-#[derive(Debug)]
-pub struct GpuTexture {
-    texture: wgpu::Texture,
-    _entry: LedgerEntry,
-}
-
-impl Deref for GpuTexture {
-    type Target = wgpu::Texture;
-    fn deref(&self) -> &wgpu::Texture {
-        &self.texture
     }
 }
 
@@ -573,4 +545,73 @@ pub fn texture_bytes(desc: &wgpu::TextureDescriptor<'_>) -> u64 {
             u64::from(w) * u64::from(h) * block_bytes * layers * u64::from(desc.sample_count.max(1))
         })
         .sum()
+}
+
+impl GpuContext {
+    /// Turns per-pass timing on (see the module docs). Errors where the adapter has no
+    /// timestamp queries.
+    pub fn start_profiling(&self) -> Result<(), GpuError> {
+        let profiler = Profiler::new(&self.device, &self.queue, |label, usage, bytes| {
+            self.create_buffer(label, bytes, usage, Category::Other, Owner::Shared)
+        })?;
+        *self.profiler_lock() = Some(profiler);
+        Ok(())
+    }
+
+    /// Whether per-pass timing is on.
+    #[must_use]
+    pub fn is_profiling(&self) -> bool {
+        self.profiler_lock().is_some()
+    }
+
+    /// Files the passes encoded from now on under `stage`. Costs a lock when profiling is off.
+    pub fn profile_stage(&self, stage: &'static str) {
+        if let Some(profiler) = self.profiler_lock().as_mut() {
+            profiler.set_stage(stage);
+        }
+    }
+
+    /// Timestamp writes for the next compute pass, when profiling.
+    #[must_use]
+    pub fn pass_timer(&self) -> Option<PassTimer> {
+        self.profiler_lock().as_mut().and_then(Profiler::pass_timer)
+    }
+
+    /// Ends the current frame: its timings are resolved in `encoder` (submit it before the
+    /// next frame ends) and read a frame or two later, without waiting.
+    pub fn profile_frame(&self, encoder: &mut wgpu::CommandEncoder) {
+        let woke = match self.profiler_lock().as_mut() {
+            Some(profiler) => profiler.frame(encoder),
+            None => false,
+        };
+        if woke {
+            self.poller().wake(&self.device);
+        }
+    }
+
+    /// Ends the current frame, waits for every frame in flight and turns profiling off.
+    /// Returns everything measured since [`GpuContext::start_profiling`]. Blocks.
+    pub fn finish_profiling(&self) -> Result<Profile, GpuError> {
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profiler") });
+        self.profile_frame(&mut encoder);
+        self.queue.submit([encoder.finish()]);
+        // Map what the last frame resolved, then wait for all of it.
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profiler") });
+        self.profile_frame(&mut encoder);
+        self.queue.submit([encoder.finish()]);
+        let Some(profiler) = self.profiler_lock().take() else {
+            return Ok(Profile::default());
+        };
+        // Another thread (the poller) may be the one running the mapping callbacks: wait
+        // until every slot says it is readable.
+        while profiler.pending() {
+            self.wait_idle()?;
+            std::thread::yield_now();
+        }
+        Ok(profiler.finish())
+    }
 }

@@ -4,6 +4,7 @@
 //! above it. Every GPU allocation of the project goes through [`GpuContext`], which records
 //! it in the [`Ledger`].
 
+mod buffer;
 mod camera;
 pub mod camera_path;
 mod context;
@@ -19,10 +20,11 @@ pub mod reference;
 mod renderer;
 pub mod view_controller;
 
+pub use buffer::{GpuBuffer, GpuTexture};
 pub use camera::Camera;
 pub use context::{
-    Fault, FaultKind, GpuBuffer, GpuContext, GpuTexture, HeadlessOptions, KERNEL_NEEDS,
-    KernelNeeds, MEMORY_BUDGET_THRESHOLDS, adapter_name, device_descriptor, texture_bytes,
+    Fault, FaultKind, GpuContext, HeadlessOptions, KERNEL_NEEDS, KernelNeeds,
+    MEMORY_BUDGET_THRESHOLDS, adapter_name, device_descriptor, texture_bytes,
 };
 pub use device_memory::{DeviceMemory, device_memory};
 pub use error::{GpuError, Limit};

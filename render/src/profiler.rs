@@ -13,9 +13,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::context::{GpuBuffer, GpuContext};
+use crate::buffer::GpuBuffer;
 use crate::error::GpuError;
-use crate::ledger::{Category, Owner};
 
 /// Timestamps per frame at most (two per pass). A frame with more passes times the first
 /// [`MAX_QUERIES`] / 2 and counts the rest in [`Profile::untimed_passes`].
@@ -122,35 +121,37 @@ pub(crate) struct Profiler {
 }
 
 impl Profiler {
-    fn new(ctx: &GpuContext) -> Result<Self, GpuError> {
-        if !ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+    /// A profiler on `device`, its resolve and read-back buffers made by `create` (label,
+    /// usages, bytes: the context registers them in the ledger).
+    pub(crate) fn new(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        create: impl Fn(&'static str, wgpu::BufferUsages, u64) -> Result<GpuBuffer, GpuError>,
+    ) -> Result<Self, GpuError> {
+        if !device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
             return Err(GpuError::Validation {
                 label: "profiler".into(),
                 message: "this GPU offers no timestamp queries".into(),
             });
         }
         let bytes = u64::from(MAX_QUERIES) * 8;
-        let query_set = ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+        let query_set = device.create_query_set(&wgpu::QuerySetDescriptor {
             label: Some("pass timestamps"),
             ty: wgpu::QueryType::Timestamp,
             count: MAX_QUERIES,
         });
-        let resolve = ctx.create_buffer(
+        let resolve = create(
             "pass timestamps resolved",
-            bytes,
             wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            Category::Other,
-            Owner::Shared,
+            bytes,
         )?;
         let slots = (0..SLOTS)
             .map(|_| {
                 Ok(Slot {
-                    buffer: ctx.create_buffer(
+                    buffer: create(
                         "pass timestamps readback",
-                        bytes,
                         wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                        Category::Other,
-                        Owner::Shared,
+                        bytes,
                     )?,
                     state: SlotState::Free,
                     ready: Arc::default(),
@@ -164,12 +165,29 @@ impl Profiler {
             slots,
             passes: Vec::with_capacity(MAX_QUERIES as usize / 2),
             stage: "other",
-            period_ns: f64::from(ctx.queue.get_timestamp_period()),
+            period_ns: f64::from(queue.get_timestamp_period()),
             profile: Profile::default(),
         })
     }
 
-    fn pass_timer(&mut self) -> Option<PassTimer> {
+    /// Files the passes encoded from now on under `stage`.
+    pub(crate) fn set_stage(&mut self, stage: &'static str) {
+        self.stage = stage;
+    }
+
+    /// Whether a frame's timings are still being mapped (another thread may be the one
+    /// running the mapping callbacks).
+    pub(crate) fn pending(&self) -> bool {
+        self.slots.iter().any(|s| s.state == SlotState::Mapping && !s.ready.load(Ordering::Acquire))
+    }
+
+    /// Everything measured, once nothing is [`Profiler::pending`].
+    pub(crate) fn finish(mut self) -> Profile {
+        self.collect_ready();
+        self.profile
+    }
+
+    pub(crate) fn pass_timer(&mut self) -> Option<PassTimer> {
         let index = self.passes.len() as u32 * 2;
         if index + 2 > MAX_QUERIES {
             self.profile.untimed_passes += 1;
@@ -181,7 +199,7 @@ impl Profiler {
 
     /// Reads the slots whose mapping finished, maps the ones the last frame resolved into,
     /// and resolves this frame's queries into a free slot.
-    fn frame(&mut self, encoder: &mut wgpu::CommandEncoder) -> bool {
+    pub(crate) fn frame(&mut self, encoder: &mut wgpu::CommandEncoder) -> bool {
         self.collect_ready();
         let mut woke = false;
         for slot in &mut self.slots {
@@ -263,77 +281,4 @@ fn map_slot(slot: &mut Slot) {
         }
     });
     slot.state = SlotState::Mapping;
-}
-
-impl GpuContext {
-    /// Turns per-pass timing on (see the module docs). Errors where the adapter has no
-    /// timestamp queries.
-    pub fn start_profiling(&self) -> Result<(), GpuError> {
-        let profiler = Profiler::new(self)?;
-        *self.profiler_lock() = Some(profiler);
-        Ok(())
-    }
-
-    /// Whether per-pass timing is on.
-    #[must_use]
-    pub fn is_profiling(&self) -> bool {
-        self.profiler_lock().is_some()
-    }
-
-    /// Files the passes encoded from now on under `stage`. Costs a lock when profiling is off.
-    pub fn profile_stage(&self, stage: &'static str) {
-        if let Some(profiler) = self.profiler_lock().as_mut() {
-            profiler.stage = stage;
-        }
-    }
-
-    /// Timestamp writes for the next compute pass, when profiling.
-    #[must_use]
-    pub fn pass_timer(&self) -> Option<PassTimer> {
-        self.profiler_lock().as_mut().and_then(Profiler::pass_timer)
-    }
-
-    /// Ends the current frame: its timings are resolved in `encoder` (submit it before the
-    /// next frame ends) and read a frame or two later, without waiting.
-    pub fn profile_frame(&self, encoder: &mut wgpu::CommandEncoder) {
-        let woke = match self.profiler_lock().as_mut() {
-            Some(profiler) => profiler.frame(encoder),
-            None => false,
-        };
-        if woke {
-            self.poller().wake(&self.device);
-        }
-    }
-
-    /// Ends the current frame, waits for every frame in flight and turns profiling off.
-    /// Returns everything measured since [`GpuContext::start_profiling`]. Blocks.
-    pub fn finish_profiling(&self) -> Result<Profile, GpuError> {
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profiler") });
-        self.profile_frame(&mut encoder);
-        self.queue.submit([encoder.finish()]);
-        // Map what the last frame resolved, then wait for all of it.
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("profiler") });
-        self.profile_frame(&mut encoder);
-        self.queue.submit([encoder.finish()]);
-        let Some(mut profiler) = self.profiler_lock().take() else {
-            return Ok(Profile::default());
-        };
-        // Another thread (the poller) may be the one running the mapping callbacks: wait
-        // until every slot says it is readable.
-        let pending = |p: &Profiler| {
-            p.slots
-                .iter()
-                .any(|s| s.state == SlotState::Mapping && !s.ready.load(Ordering::Acquire))
-        };
-        while pending(&profiler) {
-            self.wait_idle()?;
-            std::thread::yield_now();
-        }
-        profiler.collect_ready();
-        Ok(profiler.profile)
-    }
 }

@@ -12,7 +12,8 @@
 
 use splat_formats::sog::{ShPalette, kmeans_with};
 
-use crate::context::{GpuBuffer, GpuContext};
+use crate::buffer::GpuBuffer;
+use crate::context::GpuContext;
 use crate::error::GpuError;
 use crate::gpu_splats::read_bytes;
 use crate::kernels::DispatchLimits;

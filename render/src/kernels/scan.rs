@@ -21,7 +21,8 @@
 use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::context::{GpuBuffer, GpuContext};
+use crate::buffer::GpuBuffer;
+use crate::context::GpuContext;
 use crate::error::GpuError;
 use crate::ledger::{Category, Owner};
 

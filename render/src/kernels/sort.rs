@@ -15,7 +15,8 @@
 //! `queue.write_buffer` when encoding: as for the scan, **a scratch serves one encode per
 //! submit**. Encoding allocates no GPU memory.
 
-use crate::context::{GpuBuffer, GpuContext};
+use crate::buffer::GpuBuffer;
+use crate::context::GpuContext;
 use crate::error::GpuError;
 use crate::kernels::scan::{
     DispatchLimits, EncodeError, PARAM_STRIDE, PrefixScan, PreparedScan, ScanScratch, check_buffer,
