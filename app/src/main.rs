@@ -296,7 +296,11 @@ fn run(command: Command, matches: &ArgMatches) -> anyhow::Result<()> {
                 args.given = train
                     .ids()
                     .filter(|id| train.value_source(id.as_str()) == Some(ValueSource::CommandLine))
-                    .map(|id| id.as_str().to_owned())
+                    .map(|id| {
+                        let text = train.get_raw(id.as_str()).into_iter().flatten();
+                        let text: Vec<_> = text.map(|t| t.to_string_lossy()).collect();
+                        (id.as_str().to_owned(), text.join(","))
+                    })
                     .collect();
             }
             train_cmd::run(&args)

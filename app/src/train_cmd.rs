@@ -10,9 +10,9 @@ use anyhow::{Context as _, bail};
 use clap::CommandFactory as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
-use splat_trainer::appearance::ViewAppearance;
+use splat_trainer::appearance::{Compensation, ViewAppearance};
 use splat_trainer::checkpoint;
-use splat_trainer::config::TrainConfig;
+use splat_trainer::config::{Progressive, TrainConfig};
 use splat_trainer::dataset::LoadOptions;
 use splat_trainer::formats::Loaded;
 use splat_trainer::formats::filter::Filter;
@@ -58,9 +58,10 @@ pub struct TrainArgs {
     pub load: LoadOptions,
     #[command(flatten)]
     pub config: TrainConfig,
-    /// The options given on the command line (their ids), for --resume's check.
+    /// The options given on the command line (their ids and the text given), for --resume's
+    /// check.
     #[arg(skip)]
-    pub given: Vec<String>,
+    pub given: Vec<(String, String)>,
 }
 
 /// Drives the trainer task: load, start (or continue a checkpoint), follow its events.
@@ -118,29 +119,61 @@ fn refuse_other_settings(
     saved: &TrainConfig,
 ) -> anyhow::Result<()> {
     let groups = [
-        (LoadOptions::command(), serde_json::to_value(&args.load)?, saved_load.map(to_json)),
-        (TrainConfig::command(), serde_json::to_value(&args.config)?, Some(to_json(saved))),
+        (LoadOptions::command(), to_json(&args.load), saved_load.map(to_json)),
+        (TrainConfig::command(), to_json(&args.config), Some(to_json(saved))),
     ];
     for (command, asked, kept) in &groups {
         let Some(kept) = kept else { continue };
         for arg in command.get_arguments() {
             let id = arg.get_id().as_str();
-            if id == "steps" || !args.given.iter().any(|given| given == id) {
+            let Some((_, text)) = args.given.iter().find(|(given, _)| given == id) else {
+                continue;
+            };
+            if id == "steps"
+                || agrees(id, &args.config, saved, setting(asked, id), setting(kept, id))
+            {
                 continue;
             }
-            let (asked, kept) = (setting(asked, id), setting(kept, id));
-            if asked != kept {
-                let flag = arg.get_long().unwrap_or(id);
-                bail!(
-                    "--{flag} {}: the checkpoint trained with {} and continues so (leave the \
-                     option out)",
-                    asked.map_or_else(String::new, show),
-                    kept.map_or_else(|| "another".to_owned(), show),
-                );
-            }
+            let flag = arg.get_long().unwrap_or(id);
+            let given = if text.is_empty() { String::new() } else { format!(" {text}") };
+            let had = match id {
+                "strategy" => saved.strategy.to_string(),
+                "progressive" => saved.progressive.to_string(),
+                "appearance" => saved.appearance.to_string(),
+                "transparency" => saved.transparency.to_string(),
+                _ => setting(kept, id).map_or_else(|| "another value".to_owned(), show),
+            };
+            bail!(
+                "--{flag}{given}: the checkpoint trained with {had} and continues so (leave the \
+                 option out)"
+            );
         }
     }
     Ok(())
+}
+
+/// Whether setting `id` as given (`asked`, from `config`) agrees with the checkpoint's (`kept`,
+/// from `saved`). Four are what a run made of them, not what it was given: a strategy keeps its
+/// name (its settings are the checkpoint's), `--progressive on` became stages, `--appearance
+/// auto` became on or off, and `--max-splats` may have been lowered to fit the memory budget.
+fn agrees(
+    id: &str,
+    config: &TrainConfig,
+    saved: &TrainConfig,
+    asked: Option<&Value>,
+    kept: Option<&Value>,
+) -> bool {
+    match id {
+        "strategy" => config.strategy.name() == saved.strategy.name(),
+        "progressive" => {
+            (config.progressive == Progressive::Off) == (saved.progressive == Progressive::Off)
+        }
+        "appearance" => {
+            config.appearance == Compensation::Auto || config.appearance == saved.appearance
+        }
+        "max_splats" => config.max_splats >= saved.max_splats,
+        _ => asked == kept,
+    }
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Value {
@@ -148,18 +181,18 @@ fn to_json<T: serde::Serialize>(value: &T) -> Value {
 }
 
 /// The value of the setting `id` in settings as JSON: a field, or a field of a group of
-/// settings flattened into them (the learning rates).
+/// settings flattened into them (the learning rates, the loss weights).
 fn setting<'a>(settings: &'a Value, id: &str) -> Option<&'a Value> {
     let fields = settings.as_object()?;
     fields.get(id).or_else(|| fields.values().find_map(|group| group.as_object()?.get(id)))
 }
 
-/// A setting's value as a person reads it: a number, a name, `r,g,b`, a strategy's name.
+/// A setting's value as a person reads it: a number, `r,g,b`, on or off.
 fn show(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
         Value::Array(values) => values.iter().map(show).collect::<Vec<_>>().join(","),
-        Value::Object(fields) if fields.len() == 1 => fields.keys().cloned().collect(),
+        Value::Bool(on) => if *on { "on" } else { "off" }.to_owned(),
         other => other.to_string(),
     }
 }

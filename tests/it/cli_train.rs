@@ -269,7 +269,7 @@ fn resume_options_must_agree_with_the_checkpoint(checkpoint: &Path, second: &Pat
     assert!(!ok);
     assert_eq!(error_lines(&stderr).len(), 1, "{stderr}");
     assert!(
-        stderr.contains("--transparency composite: the checkpoint trained with random_background"),
+        stderr.contains("--transparency composite: the checkpoint trained with random-background"),
         "{stderr}"
     );
     // A setting given as the checkpoint has it is no contradiction: the run continues.
@@ -280,6 +280,10 @@ fn resume_options_must_agree_with_the_checkpoint(checkpoint: &Path, second: &Pat
         "40",
         "--strategy",
         "compact",
+        "--progressive",
+        "off",
+        "--appearance",
+        "auto",
         "--steps",
         "11",
         "--eval-every",

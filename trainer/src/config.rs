@@ -48,6 +48,8 @@ pub struct TrainConfig {
     /// Evaluate on the eval views every N steps (0: only at the end).
     #[arg(long, default_value_t = 1000)]
     pub eval_every: u32,
+    /// Seed of every random choice of the run (the views' order, splits, backgrounds, noise):
+    /// the same seed and settings train the same bits.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Linear RGB behind the splats: the colour the dataset's transparent pixels were
@@ -103,11 +105,14 @@ pub struct LearningRates {
     #[arg(long = "lr-means-initial", default_value_t = 1.6e-4)]
     #[serde(with = "crate::exact")]
     pub means_initial: f32,
+    /// Position learning rate from --lr-means-decay-steps on, times the scene extent.
     #[arg(long = "lr-means-final", default_value_t = 1.6e-6)]
     #[serde(with = "crate::exact")]
     pub means_final: f32,
+    /// Steps over which the position learning rate falls to its final value.
     #[arg(long = "lr-means-decay-steps", default_value_t = 30_000)]
     pub means_decay_steps: u32,
+    /// Learning rate of the base colour (SH band 0).
     #[arg(long = "lr-sh-dc", default_value_t = 2.5e-3)]
     #[serde(with = "crate::exact")]
     pub sh_dc: f32,
@@ -115,12 +120,15 @@ pub struct LearningRates {
     #[arg(long = "lr-sh-rest", default_value_t = 2.5e-3 / 20.0)]
     #[serde(with = "crate::exact")]
     pub sh_rest: f32,
+    /// Learning rate of the opacities (before the sigmoid).
     #[arg(long = "lr-opacities", default_value_t = 2.5e-2)]
     #[serde(with = "crate::exact")]
     pub opacities: f32,
+    /// Learning rate of the scales (their logarithms).
     #[arg(long = "lr-log-scales", default_value_t = 5e-3)]
     #[serde(with = "crate::exact")]
     pub log_scales: f32,
+    /// Learning rate of the rotations (quaternions).
     #[arg(long = "lr-quats", default_value_t = 1e-3)]
     #[serde(with = "crate::exact")]
     pub quats: f32,

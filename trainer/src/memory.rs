@@ -3,7 +3,7 @@
 //!
 //! The peak of a run is at the splat cap: either a step (the train state beside the
 //! rasterizer's [`FrameScratch`], grown for the cap and the most intersections) or a
-//! refinement. Before a refinement the run lets the frame scratch go (train.rs), and the
+//! refinement. Before a refinement the run lets the frame scratch go (train/), and the
 //! refinement drops the gradients and densification statistics (rewritten every step; the
 //! statistics were read back), then rebuilds one parameter buffer and its two Adam moments at
 //! a time, dropping the old ones and waiting for the GPU before the next
@@ -20,8 +20,8 @@
 //! ```
 //!
 //! Every term is derived from the buffer layouts, minimum sizes included (`gpu_splats.rs`,
-//! `renderer.rs` and `kernels/{scan,sort}.rs` of splat-render; `optim/adam.rs`,
-//! `loss/mod.rs`, `densify/mod.rs` and `train.rs` here). Per splat of SH degree `d`, with
+//! `renderer/` and `kernels/{scan,sort}.rs` of splat-render; `optim/adam.rs`,
+//! `loss/mod.rs`, `densify/mod.rs` and `train/` here). Per splat of SH degree `d`, with
 //! `K = (d + 1)²` coefficients, and with SH bands 1..=d stored in 16 bits
 //! ([`ShPrecision::F16`]: `W` = 5, 13, 24 words for d = 1, 2, 3, each band's row of 9, 15,
 //! 21 binary16 values padded to whole words):
@@ -90,9 +90,9 @@ pub const DEFAULT_INTERSECTIONS_PER_SPLAT: f32 = 4.0;
 const PLAN_ENTRY_BYTES: u64 = 32;
 /// Smallest parameter, gradient or moment buffer (a binding may not be empty).
 const MIN_PARAM_BUFFER: u64 = EMPTY_BUFFER_BYTES;
-/// Smallest rasterizer scratch buffer (renderer.rs, `scratch_buffer`).
+/// Smallest rasterizer scratch buffer (renderer/scratch.rs, `scratch_buffer`).
 const MIN_SCRATCH_BUFFER: u64 = 64;
-/// Smallest capacity the rasterizer scratch grows to (renderer.rs, `grown`).
+/// Smallest capacity the rasterizer scratch grows to (renderer/scratch.rs, `grown`).
 const MIN_GROWN: u64 = 256;
 /// Adam's uniform slots: 8 of 256 bytes (optim/adam.rs), one set per train state. These
 /// uniforms, the refinement's and the frame's render uniforms are counted for one window of
@@ -104,7 +104,7 @@ const DENSIFY_UNIFORM_BYTES: u64 = 9 * 256;
 /// Small blocks of the frame scratch: the render uniform and its first band's copy; at their
 /// 64-byte minimum the selections' placeholder (training draws none), the intersect uniform,
 /// the scan total, the frame totals and their readback, the band bounds and their readback,
-/// the backward carry's placeholder, the first band's band and raster uniforms (renderer.rs).
+/// the backward carry's placeholder, the first band's band and raster uniforms (renderer/).
 const FRAME_FIXED_BYTES: u64 = 2 * size_of::<RenderUniform>() as u64 + 10 * MIN_SCRATCH_BUFFER;
 /// The loss's parameter block (loss/mod.rs, `LossParams`).
 const LOSS_PARAMS_BYTES: u64 = 48;
@@ -122,7 +122,7 @@ const SORT_PARAM_SLOTS: u64 = 8;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MemoryModel {
     /// Capacity of the rasterizer's per-splat and per-intersection scratch over what a frame
-    /// needs. From the code (`grown` in `renderer.rs`: half again, at least 256), and
+    /// needs. From the code (`grown` in `renderer/scratch.rs`: half again, at least 256), and
     /// measured: the ledger's scratch buffers held 1.5 × the splats and 1.5 × the
     /// intersections of the frame that grew them (20k splats: `projected` 1,440,000 bytes =
     /// 48 × 30,000). A run whose count rose since its scratch last grew holds between 1 and
@@ -289,7 +289,7 @@ impl MemoryModel {
         let tiles = u64::from(shape.width.max(1).div_ceil(TILE_SIZE))
             * u64::from(shape.height.max(1).div_ceil(TILE_SIZE));
 
-        // What a step keeps besides the splats' state and the rasterizer's scratch (train.rs
+        // What a step keeps besides the splats' state and the rasterizer's scratch (train/
         // `StepScratch`, loss/mod.rs `LossScratch`).
         let mut kept = Tally::default();
         kept.add(Category::RasterizerScratch, pixels * 16); // v_image
@@ -324,7 +324,7 @@ impl MemoryModel {
         let intersection_capacity = self.grown(intersections as u64);
         frame_scratch(&mut step, splat_capacity, intersection_capacity, pixels, tiles);
 
-        // A refinement at the cap: the rasterizer's scratch let go (train.rs), the gradients
+        // A refinement at the cap: the rasterizer's scratch let go (train/), the gradients
         // and statistics dropped, then one parameter buffer and its moments rebuilt at a time
         // (densify/mod.rs `apply`): at most one group's new buffers beside the old parameters
         // and moments, with the plan.
@@ -427,7 +427,7 @@ impl MemoryModel {
     /// 3, f32 whatever the parameters' precision; the plan, 32 bytes). What they bind whole
     /// must fit one storage binding and one buffer: the rasterizer's per-splat arrays (4
     /// bytes × the grown capacity), an image's loss maps and colours (by pixels). What grows
-    /// with the intersections is cut into depth bands (renderer.rs), which only need one
+    /// with the intersections is cut into depth bands (renderer/), which only need one
     /// splat's tiles to fit a binding. On lavapipe (128 MiB bindings, 2 GiB buffers) the
     /// per-splat arrays bind first, at 22.4 million splats: past its memory budget.
     #[must_use]
@@ -507,7 +507,7 @@ fn largest_param_buffer(n: u64, d: u32, precision: ShPrecision) -> u64 {
     (0..PARAM_BUFFERS).map(|b| buffer_bytes(b, n, d, precision)).max().unwrap_or(0)
 }
 
-/// The rasterizer's `FrameScratch` at the given capacities (renderer.rs).
+/// The rasterizer's `FrameScratch` at the given capacities (renderer/).
 fn frame_scratch(tally: &mut Tally, splats: u64, intersections: u64, pixels: u64, tiles: u64) {
     let scratch = |bytes: u64| bytes.max(MIN_SCRATCH_BUFFER);
     let mut raster = FRAME_FIXED_BYTES;

@@ -524,6 +524,7 @@ fn check_training(
     let every = steps / 3;
     let config = TrainConfig {
         steps,
+        sh_degree: 3,
         sh_degree_interval: every,
         sh_precision: ShPrecision::F32,
         strategy: Strategy::Default(DefaultConfig {

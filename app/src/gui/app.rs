@@ -329,7 +329,7 @@ impl SplatApp {
             // A first run shorter than the command line's, evaluated more often, and capped
             // lower: the window is where people try a capture.
             train: TrainConfig {
-                steps: args.steps.unwrap_or(DEFAULT_STEPS),
+                steps: args.steps.unwrap_or(DEFAULT_STEPS).max(1),
                 max_splats: 1_000_000,
                 eval_every: 500,
                 ..TrainConfig::default()

@@ -198,7 +198,6 @@ fn choice_row<T: PartialEq + Copy>(
     ui.end_row();
 }
 
-/// The settings' coarse-to-fine row: its label and check box.
 /// The settings' strategy row, by name: a choice gives the strategy's default settings.
 fn strategy_row(ui: &mut egui::Ui, editable: bool, strategy: &mut Strategy) {
     let strategies = [("compact", "Compact"), ("3dgs", "3DGS"), ("mcmc", "MCMC")];
@@ -211,6 +210,7 @@ fn strategy_row(ui: &mut egui::Ui, editable: bool, strategy: &mut Strategy) {
     }
 }
 
+/// The settings' coarse-to-fine row: its label and check box.
 fn progressive_row(ui: &mut egui::Ui, editable: bool, progressive: &mut Progressive) {
     ui.label("Coarse to fine");
     let mut on = *progressive != Progressive::Off;

@@ -173,7 +173,7 @@ pub struct RenderUniform {
     /// Largest log-scale at most `keep_size[0]`; `keep_size[1]` is 1 when the box is turned
     /// (`keep_turn`), else 0; `keep_size[2]` the number of selections and `keep_size[3]`
     /// where the scene cells start, plus one (0: none), in the filter's rules (a buffer of
-    /// their own: renderer.rs, `filter_rules`).
+    /// their own: renderer/uniforms.rs, `filter_rules`).
     pub keep_size: [f32; 4],
     /// A turned box's rotation about its centre, a unit quaternion `[x, y, z, w]`: centres
     /// within `keep_min.xyz ..= keep_max.xyz` once turned back.

@@ -9,8 +9,7 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct McmcConfig {
     /// Most splats (gsplat's `cap_max`); the run's `max_splats` caps it further. By default
-    /// none of its own: the run's cap is MCMC's (gsplat's 1,000,000 is ours for `max_splats`'
-    /// default of 3,000,000 only where the memory budget says so).
+    /// none of its own (`u32::MAX`): the run's `max_splats` is the cap.
     pub cap: u32,
     pub refine_every: u32,
     /// Refine only after this step.

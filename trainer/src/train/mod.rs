@@ -44,7 +44,7 @@ pub struct StepStats {
     pub intersections: u32,
     pub refine: Option<RefineStats>,
     /// The size of the step's image (smaller than the view's in a coarse stage,
-    /// [`Progressive`]).
+    /// [`crate::config::Progressive`]).
     pub image_size: [u32; 2],
 }
 
@@ -133,7 +133,7 @@ struct StepScratch {
     metrics: MetricsRing,
     v_image: GpuBuffer,
     targets: Targets,
-    /// The shrunk images of a coarse stage ([`Progressive`]): two streamed slots (this step's
+    /// The shrunk images of a coarse stage ([`crate::config::Progressive`]): two streamed slots (this step's
     /// and the next one's), sized for the largest image shrunk twice; dropped when the run
     /// reaches full size.
     coarse: Option<CoarseTargets>,
@@ -431,12 +431,14 @@ impl Trainer {
             });
         }
         // What a run decides when it starts (a resumed run's config has them decided): auto
-        // compensation from the dataset, progressive stages from the planned steps, the
-        // background from how the dataset was loaded.
+        // compensation from the dataset, and at step 0 progressive stages from the planned
+        // steps and the background from how the dataset was loaded.
         let mut config = config;
         config.appearance = config.appearance.resolve(&dataset.train);
-        config.progressive = config.progressive.fixed(config.steps);
-        config.background = dataset.options.background;
+        if step == 0 {
+            config.progressive = config.progressive.fixed(config.steps);
+            config.background = dataset.options.background;
+        }
         let mut optimizer = optimizer;
         if config.appearance.is_on() && optimizer.appearance.is_empty() {
             // A fresh run: the transforms start from the views' EXIF exposure where it has one.
