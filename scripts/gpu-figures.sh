@@ -76,7 +76,7 @@ run() {
 
     # --tiny checks the script on any machine, busy or slow (CI runs it beside other tests):
     # its steps are small but get ten times the time; the self-test is the quick one (its
-    # training runs 60 steps, not 300: the suite runs the whole self-test in the window's test).
+    # training runs 60 steps, not 150: the suite runs the whole self-test in the window's test).
     local scale=1 quick=()
     local render=(--splats 1000000 --sizes 1920x1080 --runs 5)
     local train=(--steps 60 --window 20 --max-resolution 1920 --splats 1000000)

@@ -215,7 +215,7 @@ enum Command {
         /// without running a check: what a script asks before it commits to a GPU.
         #[arg(long)]
         adapter_only: bool,
-        /// The training check runs 60 steps (refining every 20) instead of 300; the
+        /// The training check runs 60 steps (refining every 20) instead of 150; the
         /// rasterizer's checks are unchanged. For scripts that check their own wiring; a
         /// verdict on a GPU is the full self-test's.
         #[arg(long, conflicts_with = "adapter_only")]

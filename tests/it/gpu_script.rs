@@ -80,7 +80,7 @@ fn self_test_passed(out: &Path) {
         assert_eq!(check["passed"], true, "{check}");
         assert!(!check["figures"].as_object().unwrap().is_empty(), "{check}");
     }
-    // --tiny asks for the quick self-test: 60 training steps, not 300.
+    // --tiny asks for the quick self-test: 60 training steps, not 150.
     let training = checks.iter().find(|c| c["name"] == "training").unwrap();
     assert_eq!(training["figures"]["steps"], 60.0, "{training}");
     // lavapipe has timestamps: the training step's passes are timed.

@@ -534,7 +534,7 @@ fn drop_file(harness: &mut Harness<'static, SplatApp>, path: PathBuf) {
 }
 
 #[test]
-#[ignore = "slow, about 40 s: the whole self-test (the suite's one) passes on the window's device and frees its buffers"]
+#[ignore = "slow, about 150 s: the whole self-test (the suite's one) passes on the window's device and frees its buffers"]
 fn help_self_test_runs_on_the_windows_device() {
     let mut harness = harness(GuiArgs {
         path: None,

@@ -158,14 +158,17 @@ fn a_state_of_the_wrong_shape_is_refused() {
 
 /// Gains of 0.5-2× (log-uniform) times 0.85-1.15 per channel for each train view of
 /// desk-penguin (seed 42), its eval views untouched: with compensation the raw eval PSNR must
-/// be 2 dB higher (without a transform the splats fit images that disagree by up to 4× and the
-/// disagreement becomes haze). Measured here at 32 px from every other COLMAP point (3,781
-/// splats; compact does not refine before step 600): 23.40 dB off, 25.74 on after 500 steps,
-/// 53 s for both runs alone (lavapipe, 2026-11-28). A step's cost follows the splats, not the
-/// pixels (each covers much of so small an image): from every point (7,562) at 64 px it took
-/// 83 s alone (23.08 off, 25.84 on); from every fourth point the gap fell to 1.8 dB.
+/// be 1.5 dB higher (without a transform the splats fit images that disagree by up to 4× and
+/// the disagreement becomes haze). A step's cost follows the splats and the steps, hardly the
+/// pixels (each splat covers much of so small an image), and the gap grows with the steps. On
+/// one slow day of this machine (lavapipe, 2026-11-28, when CI took 3,316 s), alone, off / on:
+/// from every fourth COLMAP point (1,891 splats; compact does not refine before step 600) at
+/// 16 px, 400 steps: 23.20 / 25.11 dB in 95 s — what this test runs; every other point at
+/// 32 px, 500 steps (this test until then, 53 s on a fast day): 23.40 / 25.74 in 263 s, past
+/// CI's limit; every other point at 16 px: 500 steps 23.46 / 26.44 in 216 s, 300 steps
+/// 22.13 / 24.00 in 133 s; at 24 px, 300 steps 22.22 / 23.79 in 120 s.
 #[test]
-#[ignore = "slow, about 55 s: compensation undoes per-view exposure changes, 2 dB over a run without"]
+#[ignore = "slow, about 95 s: compensation undoes per-view exposure changes, 1.5 dB over a run without"]
 fn appearance_undoes_per_view_exposure() {
     use std::sync::Arc;
 
@@ -177,7 +180,7 @@ fn appearance_undoes_per_view_exposure() {
     use splat_trainer::init::splats_from_points;
     use splat_trainer::train::Trainer;
 
-    let options = LoadOptions { max_resolution: 32, ..LoadOptions::default() };
+    let options = LoadOptions { max_resolution: 16, ..LoadOptions::default() };
     let mut data = load_dataset(&dataset_path("desk-penguin-opencv"), &options).unwrap();
     let mut rng = SplitMix64::new(42);
     let mut uniform = move || (rng.next_u64() >> 11) as f32 / (1u64 << 53) as f32;
@@ -191,10 +194,10 @@ fn appearance_undoes_per_view_exposure() {
         }
     }
     let data = Arc::new(data);
-    let every_other = crate::helpers::every_nth_point(data.init_points.as_ref().unwrap(), 2);
-    let init = splats_from_points(&every_other, 1);
+    let every_fourth = crate::helpers::every_nth_point(data.init_points.as_ref().unwrap(), 4);
+    let init = splats_from_points(&every_fourth, 1);
     let ctx = context();
-    let steps = 500;
+    let steps = 400;
     let eval = |appearance: Compensation, owner: u64| {
         let config = TrainConfig {
             seed: 3,
@@ -217,7 +220,7 @@ fn appearance_undoes_per_view_exposure() {
     let off = eval(Compensation::Off, 1);
     let on = eval(Compensation::On, 2);
     eprintln!("eval PSNR: compensation off {off:.2} dB, on {on:.2} dB");
-    assert!(on > off + 2.0, "compensation off {off:.2} dB, on {on:.2} dB");
+    assert!(on > off + 1.5, "compensation off {off:.2} dB, on {on:.2} dB");
     assert!(ctx.take_uncaptured_errors().is_empty());
 }
 
