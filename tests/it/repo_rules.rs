@@ -345,3 +345,32 @@ fn the_runners_settings_name_tests_that_exist() {
     assert!(named > 10, "the scan found only {named} names in nextest.toml");
     assert!(missing.is_empty(), "nextest.toml names tests that do not exist: {missing:?}");
 }
+
+/// A kernel is built one way (ARCHITECTURE.md): no library source but
+/// `render/src/kernels/compute.rs` makes a compute pipeline or takes a pipeline's automatic
+/// layout, and no WGSL binds a uniform (parameters are read-only storage).
+#[test]
+fn kernels_are_built_one_way() {
+    let mut offences = Vec::new();
+    for (path, text) in rust_files() {
+        let library = path.contains("/src/") && !path.starts_with("tests");
+        if !library || path.ends_with("render/src/kernels/compute.rs") {
+            continue;
+        }
+        for call in ["create_compute_pipeline", "get_bind_group_layout"] {
+            if text.contains(call) {
+                offences.push(format!("{path}: {call}"));
+            }
+        }
+    }
+    for (path, text) in wgsl_files() {
+        if text.contains("var<uniform>") {
+            offences.push(format!("{path}: var<uniform>"));
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "kernels are built through ComputeKernel:\n{}",
+        offences.join("\n")
+    );
+}

@@ -17,6 +17,7 @@ use crate::context::GpuContext;
 use crate::error::GpuError;
 use crate::gpu_splats::read_bytes;
 use crate::kernels::DispatchLimits;
+use crate::kernels::compute::{Binding, Compile, ComputeKernel, KernelDecl, shader_module};
 use crate::ledger::{Category, Owner};
 
 /// Keep in sync with kmeans.wgsl.
@@ -31,7 +32,7 @@ const MAX_CHUNK_POINTS: usize = 1 << 20;
 /// loop, and 1,024 × 45 × a million points is milliseconds on a discrete GPU.
 const CENTROIDS_PER_PASS: usize = 1024;
 /// Bytes between the parameter slots of a chunk's dispatches (dynamic offsets): WebGPU's
-/// largest `min_uniform_buffer_offset_alignment`.
+/// largest `min_storage_buffer_offset_alignment`.
 const PARAM_STRIDE: u64 = 256;
 
 /// The WGSL source.
@@ -47,56 +48,31 @@ struct Params {
     groups_x: u32,
 }
 
+/// The assignment kernel.
+const ASSIGN: KernelDecl = KernelDecl {
+    label: "k-means assign",
+    entry: "assign",
+    bindings: &[
+        (0, Binding::Slot(size_of::<Params>() as u64)),
+        (1, Binding::Read),
+        (2, Binding::Read),
+        (3, Binding::ReadWrite),
+        (4, Binding::ReadWrite),
+    ],
+};
+
 /// The assignment pipeline.
 pub struct Kmeans {
-    pipeline: wgpu::ComputePipeline,
-    layout: wgpu::BindGroupLayout,
+    assign: ComputeKernel,
 }
 
 impl Kmeans {
     pub fn new(ctx: &GpuContext) -> Result<Self, GpuError> {
         ctx.checked("k-means pipeline", || {
-            let device = &ctx.device;
-            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some("kmeans.wgsl"),
-                source: wgpu::ShaderSource::Wgsl(SHADER.into()),
-            });
-            let entry = |binding, ty| wgpu::BindGroupLayoutEntry {
-                binding,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty,
-                    // The parameters: a slot a dispatch.
-                    has_dynamic_offset: binding == 0,
-                    min_binding_size: None,
-                },
-                count: None,
-            };
-            let storage = |read_only| wgpu::BufferBindingType::Storage { read_only };
-            let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some("k-means"),
-                entries: &[
-                    entry(0, wgpu::BufferBindingType::Uniform),
-                    entry(1, storage(true)),
-                    entry(2, storage(true)),
-                    entry(3, storage(false)),
-                    entry(4, storage(false)),
-                ],
-            });
-            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("k-means"),
-                bind_group_layouts: &[Some(&layout)],
-                immediate_size: 0,
-            });
-            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("k-means assign"),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some("assign"),
-                compilation_options: wgpu::PipelineCompilationOptions::default(),
-                cache: None,
-            });
-            Ok(Self { pipeline, layout })
+            let module = shader_module(&ctx.device, "kmeans.wgsl", SHADER);
+            Ok(Self {
+                assign: ComputeKernel::new(&ctx.device, &module, &ASSIGN, &Compile::default()),
+            })
         })
     }
 
@@ -119,7 +95,7 @@ impl Kmeans {
         }
         let uploaded = self.upload(ctx, points, dim, k, owner)?;
         kmeans_with(points, dim, k, iterations, &mut |centroids, labels| {
-            uploaded.assign(ctx, &self.pipeline, centroids, labels)
+            uploaded.assign(ctx, self.assign.pipeline(), centroids, labels)
         })
     }
 
@@ -193,31 +169,25 @@ impl Kmeans {
                 let params = ctx.create_buffer_init(
                     "k-means params",
                     &slots,
-                    wgpu::BufferUsages::UNIFORM,
+                    wgpu::BufferUsages::STORAGE,
                     Category::Other,
                     owner,
                 )?;
-                let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some("k-means"),
-                    layout: &self.layout,
-                    entries: &[
-                        wgpu::BindGroupEntry {
-                            binding: 0,
-                            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                buffer: &params,
-                                offset: 0,
-                                size: wgpu::BufferSize::new(size_of::<Params>() as u64),
-                            }),
-                        },
-                        wgpu::BindGroupEntry { binding: 1, resource: points.as_entire_binding() },
-                        wgpu::BindGroupEntry {
-                            binding: 2,
-                            resource: centroids.as_entire_binding(),
-                        },
-                        wgpu::BindGroupEntry { binding: 3, resource: labels.as_entire_binding() },
-                        wgpu::BindGroupEntry { binding: 4, resource: best.as_entire_binding() },
+                let bind_group = self.assign.bind(
+                    &ctx.device,
+                    "k-means",
+                    &[
+                        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: &params,
+                            offset: 0,
+                            size: wgpu::BufferSize::new(size_of::<Params>() as u64),
+                        }),
+                        points.as_entire_binding(),
+                        centroids.as_entire_binding(),
+                        labels.as_entire_binding(),
+                        best.as_entire_binding(),
                     ],
-                });
+                );
                 let grid = limits.grid((count as u32).div_ceil(WORKGROUP_SIZE));
                 Ok(Chunk {
                     first: range.start,

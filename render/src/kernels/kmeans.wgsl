@@ -23,7 +23,8 @@ struct Params {
     groups_x: u32,
 }
 
-@group(0) @binding(0) var<uniform> params: Params;
+// Read-only storage, not a uniform (ARCHITECTURE.md): one slot a dispatch.
+@group(0) @binding(0) var<storage, read> params: Params;
 @group(0) @binding(1) var<storage, read> points: array<f32>;
 @group(0) @binding(2) var<storage, read> centroids: array<f32>;
 @group(0) @binding(3) var<storage, read_write> labels: array<u32>;

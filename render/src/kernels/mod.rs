@@ -6,6 +6,7 @@
 //! `splat_params.wgsl` (the parameter bindings and the projection), and the kernel itself. [`shader_sources`] lists
 //! every composition, so one test validates them all with naga.
 
+pub mod compute;
 pub mod kmeans;
 pub mod present;
 pub mod scan;

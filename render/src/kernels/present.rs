@@ -3,6 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use crate::kernels::compute::{Binding, Compile, ComputeKernel, KernelDecl, shader_module};
 use crate::{Category, GpuBuffer, GpuContext, GpuError, GpuTexture, Owner};
 
 /// Format of the textures [`Presenter`] writes.
@@ -15,10 +16,17 @@ struct PresentParams {
     _pad: [u32; 2],
 }
 
+/// The kernel: the parameters, the image, the texture it writes.
+const PRESENT: KernelDecl = KernelDecl {
+    label: "present",
+    entry: "main",
+    bindings: &[(0, Binding::Read), (1, Binding::Read), (2, Binding::WriteRgba8)],
+};
+
 /// The present pipeline and its parameter block. Build once per viewer.
 #[derive(Debug)]
 pub struct Presenter {
-    pipeline: wgpu::ComputePipeline,
+    kernel: ComputeKernel,
     params: GpuBuffer,
 }
 
@@ -26,21 +34,11 @@ impl Presenter {
     /// Builds the pipeline inside error scopes, so a driver that cannot compile it says so
     /// here rather than as an invalid pipeline at the first frame.
     pub fn new(ctx: &GpuContext, owner: Owner) -> Result<Self, GpuError> {
-        let pipeline = ctx.checked("the present pipeline", || {
-            let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some("present"),
-                source: wgpu::ShaderSource::Wgsl(include_str!("present.wgsl").into()),
-            });
-            Ok(ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("present"),
-                layout: None,
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: wgpu::PipelineCompilationOptions::default(),
-                cache: None,
-            }))
+        let kernel = ctx.checked("the present pipeline", || {
+            let module = shader_module(&ctx.device, "present", include_str!("present.wgsl"));
+            Ok(ComputeKernel::new(&ctx.device, &module, &PRESENT, &Compile::default()))
         })?;
-        // Read-only storage rather than a uniform: see the note on PARAMS in renderer.rs.
+        // Read-only storage rather than a uniform: see the note on PARAMS in renderer/mod.rs.
         let params = ctx.create_buffer(
             "present params",
             size_of::<PresentParams>() as u64,
@@ -48,7 +46,7 @@ impl Presenter {
             Category::Viewer,
             owner,
         )?;
-        Ok(Self { pipeline, params })
+        Ok(Self { kernel, params })
     }
 
     /// A texture [`Presenter::present`] can write and a UI can sample (and tests copy from).
@@ -106,18 +104,15 @@ impl Presenter {
             let params = PresentParams { size: [width, height], _pad: [0; 2] };
             ctx.queue.write_buffer(&self.params, 0, bytemuck::bytes_of(&params));
             let view = target.create_view(&wgpu::TextureViewDescriptor::default());
-            let bind = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("present"),
-                layout: &self.pipeline.get_bind_group_layout(0),
-                entries: &[
-                    wgpu::BindGroupEntry { binding: 0, resource: self.params.as_entire_binding() },
-                    wgpu::BindGroupEntry { binding: 1, resource: image.as_entire_binding() },
-                    wgpu::BindGroupEntry {
-                        binding: 2,
-                        resource: wgpu::BindingResource::TextureView(&view),
-                    },
+            let bind = self.kernel.bind(
+                &ctx.device,
+                "present",
+                &[
+                    self.params.as_entire_binding(),
+                    image.as_entire_binding(),
+                    wgpu::BindingResource::TextureView(&view),
                 ],
-            });
+            );
             let mut encoder = ctx
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("present") });
@@ -127,7 +122,7 @@ impl Presenter {
                     label: Some("present"),
                     timestamp_writes: timer.as_ref().map(crate::PassTimer::writes),
                 });
-                pass.set_pipeline(&self.pipeline);
+                pass.set_pipeline(self.kernel.pipeline());
                 pass.set_bind_group(0, &bind, &[]);
                 pass.dispatch_workgroups(width.div_ceil(16), height.div_ceil(16), 1);
             }

@@ -12,11 +12,12 @@
 //! binding allows (128 MiB on lavapipe) are bound in chunks, and more blocks than a dispatch
 //! dimension allows (65,535) are dispatched in 2D; see [`DispatchLimits`].
 //!
-//! Parameters (counts, per dispatch) live in a uniform buffer of the [`ScanScratch`], one
-//! 256-byte-aligned slot per dispatch, selected with dynamic offsets, and are uploaded with
-//! `queue.write_buffer` when encoding. Such writes land before the next submit, so **a scratch
-//! serves one encode per submit**: encoding twice with one scratch before submitting makes
-//! both scans use the second call's parameters. Use one scratch per scan of a submit.
+//! Parameters (counts, per dispatch) live in a read-only storage buffer of the
+//! [`ScanScratch`], one 256-byte-aligned slot per dispatch, selected with dynamic offsets, and
+//! are uploaded with `queue.write_buffer` when encoding. Such writes land before the next
+//! submit, so **a scratch serves one encode per submit**: encoding twice with one scratch
+//! before submitting makes both scans use the second call's parameters. Use one scratch per
+//! scan of a submit.
 
 use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -24,6 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use crate::buffer::GpuBuffer;
 use crate::context::GpuContext;
 use crate::error::GpuError;
+use crate::kernels::compute::{Binding, Compile, ComputeKernel, KernelDecl, shader_module};
 use crate::ledger::{Category, Owner};
 
 /// Invocations per workgroup. Keep in sync with scan.wgsl.
@@ -198,12 +200,34 @@ fn write_params(ctx: &GpuContext, levels: &[Vec<Chunk>], params_buffer: &wgpu::B
 /// Exclusive prefix sum pipelines. Make once per device; cheap to keep.
 #[derive(Debug)]
 pub struct PrefixScan {
-    reduce: wgpu::ComputePipeline,
-    scan: wgpu::ComputePipeline,
-    reduce_layout: wgpu::BindGroupLayout,
-    scan_layout: wgpu::BindGroupLayout,
+    reduce: ComputeKernel,
+    scan: ComputeKernel,
     limits: DispatchLimits,
 }
+
+/// The block sums of one level (scan.wgsl `reduce`).
+const REDUCE: KernelDecl = KernelDecl {
+    label: "scan reduce",
+    entry: "reduce",
+    bindings: &[
+        (0, Binding::Slot(size_of::<ScanParams>() as u64)),
+        (1, Binding::Read),
+        (3, Binding::ReadWrite),
+    ],
+};
+
+/// The scan of one level's blocks (scan.wgsl `scan_blocks`).
+const SCAN_BLOCKS: KernelDecl = KernelDecl {
+    label: "scan blocks",
+    entry: "scan_blocks",
+    bindings: &[
+        (0, Binding::Slot(size_of::<ScanParams>() as u64)),
+        (1, Binding::Read),
+        (2, Binding::ReadWrite),
+        (4, Binding::Read),
+        (5, Binding::ReadWrite),
+    ],
+};
 
 /// Buffers a scan needs besides its input and output: grow-only, keep it across frames.
 #[derive(Debug)]
@@ -241,34 +265,6 @@ impl ScanScratch {
     #[must_use]
     pub fn capacity(&self) -> u32 {
         self.capacity
-    }
-}
-
-/// Layout entry of a storage buffer binding, visible to compute.
-pub(crate) fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage { read_only },
-            has_dynamic_offset: false,
-            min_binding_size: NonZeroU64::new(4),
-        },
-        count: None,
-    }
-}
-
-/// Layout entry of a uniform binding with a dynamic offset, visible to compute.
-pub(crate) fn dynamic_uniform_entry(binding: u32, size: u64) -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage { read_only: true },
-            has_dynamic_offset: true,
-            min_binding_size: NonZeroU64::new(size),
-        },
-        count: None,
     }
 }
 
@@ -346,54 +342,12 @@ impl PrefixScan {
     /// Creates the pipelines, planning for `limits` (which must not exceed the device's).
     #[must_use]
     pub fn with_limits(ctx: &GpuContext, limits: DispatchLimits) -> Self {
-        let device = &ctx.device;
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("scan.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(SHADER.into()),
-        });
-        let params_size = size_of::<ScanParams>() as u64;
-        let reduce_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("scan reduce bind group layout"),
-            entries: &[
-                dynamic_uniform_entry(0, params_size),
-                storage_entry(1, true),
-                storage_entry(3, false),
-            ],
-        });
-        let scan_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("scan blocks bind group layout"),
-            entries: &[
-                dynamic_uniform_entry(0, params_size),
-                storage_entry(1, true),
-                storage_entry(2, false),
-                storage_entry(4, true),
-                storage_entry(5, false),
-            ],
-        });
-        let pipeline = |label: &str, layout: &wgpu::BindGroupLayout, entry_point: &str| {
-            let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(label),
-                bind_group_layouts: &[Some(layout)],
-                immediate_size: 0,
-            });
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(label),
-                layout: Some(&layout),
-                module: &module,
-                entry_point: Some(entry_point),
-                // The kernels write all workgroup memory before reading it.
-                compilation_options: wgpu::PipelineCompilationOptions {
-                    zero_initialize_workgroup_memory: false,
-                    ..wgpu::PipelineCompilationOptions::default()
-                },
-                cache: None,
-            })
-        };
+        let module = shader_module(&ctx.device, "scan.wgsl", SHADER);
+        // The kernels write all workgroup memory before reading it.
+        let compile = Compile { zero_workgroup_memory: false, ..Compile::default() };
         Self {
-            reduce: pipeline("scan reduce", &reduce_layout, "reduce"),
-            scan: pipeline("scan blocks", &scan_layout, "scan_blocks"),
-            reduce_layout,
-            scan_layout,
+            reduce: ComputeKernel::new(&ctx.device, &module, &REDUCE, &compile),
+            scan: ComputeKernel::new(&ctx.device, &module, &SCAN_BLOCKS, &compile),
             limits,
         }
     }
@@ -524,21 +478,15 @@ impl PrefixScan {
         let mut dispatches = Vec::new();
         // 1. Reduce every level below the top into the next one's sums.
         for chunk in levels[..top].iter().flatten() {
-            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("scan reduce bind group"),
-                layout: &self.reduce_layout,
-                entries: &[
-                    wgpu::BindGroupEntry { binding: 0, resource: params_binding.clone() },
-                    wgpu::BindGroupEntry {
-                        binding: 1,
-                        resource: range(level_input(chunk.level), chunk.first, chunk.len),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 3,
-                        resource: whole(&scratch.sums[chunk.level]),
-                    },
+            let bind_group = self.reduce.bind(
+                device,
+                "scan reduce",
+                &[
+                    params_binding.clone(),
+                    range(level_input(chunk.level), chunk.first, chunk.len),
+                    whole(&scratch.sums[chunk.level]),
                 ],
-            });
+            );
             dispatches.push(Dispatch {
                 kernel: Kernel::Reduce,
                 bind_group,
@@ -561,17 +509,11 @@ impl PrefixScan {
             } else {
                 (whole(&scratch.scanned[chunk.level]), whole(&scratch.unused_write))
             };
-            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("scan blocks bind group"),
-                layout: &self.scan_layout,
-                entries: &[
-                    wgpu::BindGroupEntry { binding: 0, resource: params_binding.clone() },
-                    wgpu::BindGroupEntry { binding: 1, resource: data_in },
-                    wgpu::BindGroupEntry { binding: 2, resource: data_out },
-                    wgpu::BindGroupEntry { binding: 4, resource: offsets },
-                    wgpu::BindGroupEntry { binding: 5, resource: total_out },
-                ],
-            });
+            let bind_group = self.scan.bind(
+                device,
+                "scan blocks",
+                &[params_binding.clone(), data_in, data_out, offsets, total_out],
+            );
             dispatches.push(Dispatch {
                 kernel: Kernel::Scan,
                 bind_group,
@@ -625,8 +567,8 @@ impl PrefixScan {
     pub(crate) fn record(&self, pass: &mut wgpu::ComputePass<'_>, prepared: &PreparedScan) {
         for dispatch in &prepared.dispatches {
             pass.set_pipeline(match dispatch.kernel {
-                Kernel::Reduce => &self.reduce,
-                Kernel::Scan => &self.scan,
+                Kernel::Reduce => self.reduce.pipeline(),
+                Kernel::Scan => self.scan.pipeline(),
             });
             pass.set_bind_group(0, &dispatch.bind_group, &[dispatch.param_offset]);
             pass.dispatch_workgroups(dispatch.grid.0, dispatch.grid.1, 1);

@@ -10,7 +10,7 @@
 //! buffers and the scratch's; after an odd number of passes the result is copied back, so the
 //! sorted pairs always end in the caller's `keys` and `values`.
 //!
-//! The passes' parameters (shift, mask, count) live in a uniform buffer of the
+//! The passes' parameters (shift, mask, count) live in a read-only storage buffer of the
 //! [`SortScratch`], one slot per pass selected with a dynamic offset, and are uploaded with
 //! `queue.write_buffer` when encoding: as for the scan, **a scratch serves one encode per
 //! submit**. Encoding allocates no GPU memory.
@@ -18,9 +18,10 @@
 use crate::buffer::GpuBuffer;
 use crate::context::GpuContext;
 use crate::error::GpuError;
+use crate::kernels::compute::{Binding, Compile, ComputeKernel, KernelDecl, shader_module};
 use crate::kernels::scan::{
     DispatchLimits, EncodeError, PARAM_STRIDE, PrefixScan, PreparedScan, ScanScratch, check_buffer,
-    dynamic_uniform_entry, param_slot, range, storage_entry,
+    param_slot, range,
 };
 use crate::ledger::{Category, Owner};
 use crate::profiler::PassTimer;
@@ -79,12 +80,35 @@ fn pass_params(count: u32, key_bits: u32) -> Vec<SortParams> {
 #[derive(Debug)]
 pub struct RadixSort {
     scan: PrefixScan,
-    count_digits: wgpu::ComputePipeline,
-    scatter: wgpu::ComputePipeline,
-    count_layout: wgpu::BindGroupLayout,
-    scatter_layout: wgpu::BindGroupLayout,
+    count_digits: ComputeKernel,
+    scatter: ComputeKernel,
     limits: DispatchLimits,
 }
+
+/// One pass's digit histogram of each block (sort.wgsl `count_digits`).
+const COUNT_DIGITS: KernelDecl = KernelDecl {
+    label: "radix sort count digits",
+    entry: "count_digits",
+    bindings: &[
+        (0, Binding::Slot(size_of::<SortParams>() as u64)),
+        (1, Binding::Read),
+        (3, Binding::ReadWrite),
+    ],
+};
+
+/// One pass's stable scatter by digit (sort.wgsl `scatter`).
+const SCATTER: KernelDecl = KernelDecl {
+    label: "radix sort scatter",
+    entry: "scatter",
+    bindings: &[
+        (0, Binding::Slot(size_of::<SortParams>() as u64)),
+        (1, Binding::Read),
+        (2, Binding::Read),
+        (4, Binding::Read),
+        (5, Binding::ReadWrite),
+        (6, Binding::ReadWrite),
+    ],
+};
 
 /// Buffers a sort needs besides the caller's: grow-only, keep it across frames.
 #[derive(Debug)]
@@ -139,56 +163,13 @@ impl RadixSort {
     /// Creates the pipelines, planning for `limits` (which must not exceed the device's).
     #[must_use]
     pub fn with_limits(ctx: &GpuContext, limits: DispatchLimits) -> Self {
-        let device = &ctx.device;
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("sort.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(SHADER.into()),
-        });
-        let params_size = size_of::<SortParams>() as u64;
-        let count_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("radix sort count digits bind group layout"),
-            entries: &[
-                dynamic_uniform_entry(0, params_size),
-                storage_entry(1, true),
-                storage_entry(3, false),
-            ],
-        });
-        let scatter_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("radix sort scatter bind group layout"),
-            entries: &[
-                dynamic_uniform_entry(0, params_size),
-                storage_entry(1, true),
-                storage_entry(2, true),
-                storage_entry(4, true),
-                storage_entry(5, false),
-                storage_entry(6, false),
-            ],
-        });
-        let pipeline = |label: &str, layout: &wgpu::BindGroupLayout, entry_point: &str| {
-            let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(label),
-                bind_group_layouts: &[Some(layout)],
-                immediate_size: 0,
-            });
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(label),
-                layout: Some(&layout),
-                module: &module,
-                entry_point: Some(entry_point),
-                // The kernels write all workgroup memory before reading it.
-                compilation_options: wgpu::PipelineCompilationOptions {
-                    zero_initialize_workgroup_memory: false,
-                    ..wgpu::PipelineCompilationOptions::default()
-                },
-                cache: None,
-            })
-        };
+        let module = shader_module(&ctx.device, "sort.wgsl", SHADER);
+        // The kernels write all workgroup memory before reading it.
+        let compile = Compile { zero_workgroup_memory: false, ..Compile::default() };
         Self {
             scan: PrefixScan::with_limits(ctx, limits),
-            count_digits: pipeline("radix sort count digits", &count_layout, "count_digits"),
-            scatter: pipeline("radix sort scatter", &scatter_layout, "scatter"),
-            count_layout,
-            scatter_layout,
+            count_digits: ComputeKernel::new(&ctx.device, &module, &COUNT_DIGITS, &compile),
+            scatter: ComputeKernel::new(&ctx.device, &module, &SCATTER, &compile),
             limits,
         }
     }
@@ -318,11 +299,11 @@ impl RadixSort {
             for index in 0..prepared.passes {
                 let (count_group, scatter_group) = &prepared.bind_groups[index % 2];
                 let offset = index as u32 * PARAM_STRIDE as u32;
-                pass.set_pipeline(&self.count_digits);
+                pass.set_pipeline(self.count_digits.pipeline());
                 pass.set_bind_group(0, count_group, &[offset]);
                 pass.dispatch_workgroups(grid.0, grid.1, 1);
                 self.scan.record(&mut pass, &prepared.scan);
-                pass.set_pipeline(&self.scatter);
+                pass.set_pipeline(self.scatter.pipeline());
                 pass.set_bind_group(0, scatter_group, &[offset]);
                 pass.dispatch_workgroups(grid.0, grid.1, 1);
             }
@@ -391,30 +372,23 @@ impl RadixSort {
         count: u32,
     ) -> (wgpu::BindGroup, wgpu::BindGroup) {
         let params = || param_slot(&scratch.params, size_of::<SortParams>() as u64);
-        let count_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("radix sort count digits bind group"),
-            layout: &self.count_layout,
-            entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: params() },
-                wgpu::BindGroupEntry { binding: 1, resource: range(from.0, 0, count) },
-                wgpu::BindGroupEntry {
-                    binding: 3,
-                    resource: scratch.histogram.as_entire_binding(),
-                },
+        let count_group = self.count_digits.bind(
+            &ctx.device,
+            "radix sort count digits",
+            &[params(), range(from.0, 0, count), scratch.histogram.as_entire_binding()],
+        );
+        let scatter_group = self.scatter.bind(
+            &ctx.device,
+            "radix sort scatter",
+            &[
+                params(),
+                range(from.0, 0, count),
+                range(from.1, 0, count),
+                scratch.offsets.as_entire_binding(),
+                range(to.0, 0, count),
+                range(to.1, 0, count),
             ],
-        });
-        let scatter_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("radix sort scatter bind group"),
-            layout: &self.scatter_layout,
-            entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: params() },
-                wgpu::BindGroupEntry { binding: 1, resource: range(from.0, 0, count) },
-                wgpu::BindGroupEntry { binding: 2, resource: range(from.1, 0, count) },
-                wgpu::BindGroupEntry { binding: 4, resource: scratch.offsets.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 5, resource: range(to.0, 0, count) },
-                wgpu::BindGroupEntry { binding: 6, resource: range(to.1, 0, count) },
-            ],
-        });
+        );
         (count_group, scatter_group)
     }
 }

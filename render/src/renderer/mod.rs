@@ -31,6 +31,7 @@
 use splat_formats::filter::Filter;
 
 use crate::gpu_splats::{GpuSplats, SplatGradients, rows_binding, splat_window, splat_windows};
+use crate::kernels::compute::{Compile, ComputeKernel, KernelDecl, shader_module};
 use crate::kernels::scan::PrefixScan;
 use crate::kernels::sort::RadixSort;
 use crate::kernels::{
@@ -39,6 +40,7 @@ use crate::kernels::{
 };
 use crate::{Camera, Category, GpuContext, GpuError, Owner};
 
+mod kernels;
 mod scratch;
 mod uniforms;
 
@@ -117,17 +119,17 @@ const PARAMS: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE.union(wgpu::Buffe
 /// Compute pipelines of the rasterizer. Build once per device.
 #[derive(Debug)]
 pub struct Renderer {
-    project_forward: wgpu::ComputePipeline,
-    project_rank: wgpu::ComputePipeline,
-    project_backward: wgpu::ComputePipeline,
-    compact: wgpu::ComputePipeline,
-    gather_counts: wgpu::ComputePipeline,
-    band_bounds: wgpu::ComputePipeline,
-    emit: wgpu::ComputePipeline,
-    tile_ranges: wgpu::ComputePipeline,
-    chunk_sums: wgpu::ComputePipeline,
-    rasterize_forward: wgpu::ComputePipeline,
-    rasterize_backward: wgpu::ComputePipeline,
+    project_forward: ComputeKernel,
+    project_rank: ComputeKernel,
+    project_backward: ComputeKernel,
+    compact: ComputeKernel,
+    gather_counts: ComputeKernel,
+    band_bounds: ComputeKernel,
+    emit: ComputeKernel,
+    tile_ranges: ComputeKernel,
+    chunk_sums: ComputeKernel,
+    rasterize_forward: ComputeKernel,
+    rasterize_backward: ComputeKernel,
     reduction: Reduction,
     limits: DispatchLimits,
     /// Splats a kernel binds the rows of at once (`gpu_splats::splat_window`).
@@ -136,22 +138,16 @@ pub struct Renderer {
     sort: RadixSort,
 }
 
-fn pipeline(ctx: &GpuContext, kernel: Kernel, entry: &str) -> wgpu::ComputePipeline {
-    let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some(kernel.label()),
-        source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
-    });
-    ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(kernel.label()),
-        layout: None,
-        module: &module,
-        entry_point: Some(entry),
-        compilation_options: wgpu::PipelineCompilationOptions {
-            constants: &kernel.constants(),
-            ..wgpu::PipelineCompilationOptions::default()
-        },
-        cache: None,
-    })
+/// `decl`, an entry point of `kernel`'s composed WGSL.
+fn build(ctx: &GpuContext, kernel: Kernel, decl: &KernelDecl) -> ComputeKernel {
+    let module = shader_module(&ctx.device, kernel.label(), &kernel.source());
+    let constants = kernel.constants();
+    ComputeKernel::new(
+        &ctx.device,
+        &module,
+        decl,
+        &Compile { constants: &constants, ..Compile::default() },
+    )
 }
 
 impl Renderer {
@@ -193,17 +189,25 @@ impl Renderer {
         }
         ctx.checked("the rasterizer's pipelines", || {
             Ok(Self {
-                project_forward: pipeline(ctx, Kernel::ProjectForward, "main"),
-                project_rank: pipeline(ctx, Kernel::ProjectRank, "main"),
-                project_backward: pipeline(ctx, Kernel::ProjectBackward, "main"),
-                compact: pipeline(ctx, Kernel::Intersect, "compact"),
-                gather_counts: pipeline(ctx, Kernel::Intersect, "gather_counts"),
-                band_bounds: pipeline(ctx, Kernel::Intersect, "band_bounds"),
-                emit: pipeline(ctx, Kernel::Intersect, "emit"),
-                tile_ranges: pipeline(ctx, Kernel::Intersect, "tile_ranges"),
-                chunk_sums: pipeline(ctx, Kernel::Intersect, "chunk_sums"),
-                rasterize_forward: pipeline(ctx, Kernel::RasterizeForward, "main"),
-                rasterize_backward: pipeline(ctx, Kernel::RasterizeBackward(reduction), "main"),
+                project_forward: build(ctx, Kernel::ProjectForward, &kernels::PROJECT_FORWARD),
+                project_rank: build(ctx, Kernel::ProjectRank, &kernels::PROJECT_RANK),
+                project_backward: build(ctx, Kernel::ProjectBackward, &kernels::PROJECT_BACKWARD),
+                compact: build(ctx, Kernel::Intersect, &kernels::COMPACT),
+                gather_counts: build(ctx, Kernel::Intersect, &kernels::GATHER_COUNTS),
+                band_bounds: build(ctx, Kernel::Intersect, &kernels::BAND_BOUNDS),
+                emit: build(ctx, Kernel::Intersect, &kernels::EMIT),
+                tile_ranges: build(ctx, Kernel::Intersect, &kernels::TILE_RANGES),
+                chunk_sums: build(ctx, Kernel::Intersect, &kernels::CHUNK_SUMS),
+                rasterize_forward: build(
+                    ctx,
+                    Kernel::RasterizeForward,
+                    &kernels::RASTERIZE_FORWARD,
+                ),
+                rasterize_backward: build(
+                    ctx,
+                    Kernel::RasterizeBackward(reduction),
+                    &kernels::RASTERIZE_BACKWARD,
+                ),
                 reduction,
                 limits,
                 window: splat_window(&ctx.device.limits()),
@@ -869,8 +873,8 @@ impl Renderer {
         scratch: &FrameScratch,
         band: usize,
     ) -> wgpu::BindGroup {
-        // Each entry point uses a subset of intersect.wgsl's bindings; the automatic layout
-        // holds only those, so bind exactly them. The band's own buffers where a stage works
+        // Each entry point uses a subset of intersect.wgsl's bindings, those its declaration
+        // names (renderer/kernels.rs): bind exactly them. The band's own buffers where a stage works
         // on one band (band 0's elsewhere: they are not used there).
         let b = &scratch.bands[band.min(scratch.bands.len().saturating_sub(1))];
         let all: [(u32, &wgpu::Buffer); 15] = [
@@ -890,14 +894,15 @@ impl Renderer {
             (13, &scratch.bounds),
             (14, &b.partials),
         ];
-        let (pipeline, label, used): (&wgpu::ComputePipeline, _, &[u32]) = match stage {
-            IntersectStage::Compact => (&self.compact, "compact", &[0, 1, 3, 4, 5, 9]),
-            IntersectStage::GatherCounts => (&self.gather_counts, "gather_counts", &[0, 2, 3, 4]),
-            IntersectStage::BandBounds => (&self.band_bounds, "band_bounds", &[0, 5, 13]),
-            IntersectStage::Emit => (&self.emit, "emit", &[0, 4, 5, 6, 7, 10, 11, 12]),
-            IntersectStage::TileRanges => (&self.tile_ranges, "tile_ranges", &[6, 8, 12]),
-            IntersectStage::ChunkSums => (&self.chunk_sums, "chunk_sums", &[10, 12, 14]),
+        let kernel = match stage {
+            IntersectStage::Compact => &self.compact,
+            IntersectStage::GatherCounts => &self.gather_counts,
+            IntersectStage::BandBounds => &self.band_bounds,
+            IntersectStage::Emit => &self.emit,
+            IntersectStage::TileRanges => &self.tile_ranges,
+            IntersectStage::ChunkSums => &self.chunk_sums,
         };
+        let (label, used) = (kernel.label(), kernel.bindings());
         // The buffers bound, in binding order (no allocation): the cache's key.
         let mut key: [_; 15] =
             std::array::from_fn(|_| scratch.intersect_uniform.as_entire_buffer_binding());
@@ -905,19 +910,11 @@ impl Renderer {
             key[slot] = buffer.as_entire_buffer_binding();
         }
         scratch.cached_bind_group((label, band, 0), &key[..used.len()], || {
-            let entries: Vec<wgpu::BindGroupEntry<'_>> = all
+            let resources: Vec<wgpu::BindingResource<'_>> = key[..used.len()]
                 .iter()
-                .filter(|(binding, _)| used.contains(binding))
-                .map(|(binding, buffer)| wgpu::BindGroupEntry {
-                    binding: *binding,
-                    resource: buffer.as_entire_binding(),
-                })
+                .map(|buffer| wgpu::BindingResource::Buffer(buffer.clone()))
                 .collect();
-            ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("intersect"),
-                layout: &pipeline.get_bind_group_layout(0),
-                entries: &entries,
-            })
+            kernel.bind(&ctx.device, "intersect", &resources)
         })
     }
 }

@@ -8,6 +8,7 @@ use splat_formats::filter::{SceneCells, Selection};
 use super::uniforms::window_uniform_bytes;
 use super::{COUNTS_BYTES, FrameCounts, PARAMS, Renderer, STORAGE};
 use crate::gpu_splats::{GpuSplats, SplatGradients, read_f32};
+use crate::kernels::compute::ComputeKernel;
 use crate::kernels::scan::ScanScratch;
 use crate::kernels::sort::SortScratch;
 use crate::kernels::{
@@ -514,29 +515,19 @@ impl FrameScratch {
 /// A kept bind group's name: its kernel, depth band and window of splats.
 pub(super) type BindKey = (&'static str, usize, usize);
 
-/// The bind group of `buffers` at bindings 0, 1, … for `pipeline`, made once and kept in
+/// The bind group of `buffers`, in `kernel`'s declared order, made once and kept in
 /// `scratch` (under `key`) while the same buffers come back.
 pub(super) fn bind_group(
     ctx: &GpuContext,
     scratch: &FrameScratch,
-    pipeline: &wgpu::ComputePipeline,
+    kernel: &ComputeKernel,
     key: BindKey,
     buffers: &[wgpu::BufferBinding<'_>],
 ) -> wgpu::BindGroup {
     scratch.cached_bind_group(key, buffers, || {
-        let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
-            .iter()
-            .enumerate()
-            .map(|(i, buffer)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: wgpu::BindingResource::Buffer(buffer.clone()),
-            })
-            .collect();
-        ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(key.0),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        })
+        let resources: Vec<wgpu::BindingResource<'_>> =
+            buffers.iter().map(|buffer| wgpu::BindingResource::Buffer(buffer.clone())).collect();
+        kernel.bind(&ctx.device, key.0, &resources)
     })
 }
 

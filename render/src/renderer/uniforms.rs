@@ -5,6 +5,7 @@ use splat_formats::filter::{Filter, Shape};
 
 use super::RenderSettings;
 use crate::gpu_splats::{GpuSplats, ShPrecision};
+use crate::kernels::compute::ComputeKernel;
 use crate::kernels::{BandUniform, RenderUniform};
 use crate::profiler::PassTimer;
 use crate::{Camera, GpuContext};
@@ -158,7 +159,7 @@ pub(super) fn dispatch(
     ctx: &GpuContext,
     encoder: &mut wgpu::CommandEncoder,
     stage: &'static str,
-    pipeline: &wgpu::ComputePipeline,
+    kernel: &ComputeKernel,
     bind: &wgpu::BindGroup,
     (x, y): (u32, u32),
 ) {
@@ -171,7 +172,7 @@ pub(super) fn dispatch(
         label: Some(stage),
         timestamp_writes: timer.as_ref().map(PassTimer::writes),
     });
-    pass.set_pipeline(pipeline);
+    pass.set_pipeline(kernel.pipeline());
     pass.set_bind_group(0, bind, &[]);
     pass.dispatch_workgroups(x, y, 1);
 }

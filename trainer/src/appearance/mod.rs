@@ -46,6 +46,8 @@ pub mod reference;
 
 use bytemuck::{Pod, Zeroable};
 use splat_render::kernels::DispatchLimits;
+use splat_render::kernels::compute::Binding::{Read, ReadWrite};
+use splat_render::kernels::compute::{Compile, ComputeKernel, KernelDecl, shader_module};
 use splat_render::wgpu;
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, Owner};
 
@@ -195,36 +197,46 @@ struct AppearanceUniform {
     _pad1: [u32; 3],
 }
 
+/// appearance.wgsl `apply`: the view's transform applied to the render.
+const APPLY: KernelDecl = KernelDecl {
+    label: "appearance apply",
+    entry: "apply",
+    bindings: &[(0, Read), (1, Read), (2, Read), (3, ReadWrite)],
+};
+
+/// appearance.wgsl `backward`: the render's gradient through the transform, and each
+/// workgroup's sums of the transform's.
+const BACKWARD: KernelDecl = KernelDecl {
+    label: "appearance backward",
+    entry: "backward",
+    bindings: &[(0, Read), (1, Read), (2, Read), (4, Read), (5, ReadWrite), (6, ReadWrite)],
+};
+
+/// appearance.wgsl `update`: the sums added and the view's Adam step.
+const UPDATE: KernelDecl = KernelDecl {
+    label: "appearance update",
+    entry: "update",
+    bindings: &[(0, Read), (7, Read), (8, ReadWrite), (9, ReadWrite)],
+};
+
 /// The three pipelines. They hold no per-run memory: one set serves every run on a device.
 #[derive(Debug)]
 pub struct AppearanceKernels {
-    apply: wgpu::ComputePipeline,
-    backward: wgpu::ComputePipeline,
-    update: wgpu::ComputePipeline,
+    apply: ComputeKernel,
+    backward: ComputeKernel,
+    update: ComputeKernel,
     limits: DispatchLimits,
 }
 
 impl AppearanceKernels {
     #[must_use]
     pub fn new(ctx: &GpuContext) -> Self {
-        let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("appearance"),
-            source: wgpu::ShaderSource::Wgsl(Self::source().into()),
-        });
-        let pipeline = |entry_point: &str| {
-            ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("appearance"),
-                layout: None,
-                module: &module,
-                entry_point: Some(entry_point),
-                compilation_options: wgpu::PipelineCompilationOptions::default(),
-                cache: None,
-            })
-        };
+        let module = shader_module(&ctx.device, "appearance", &Self::source());
+        let kernel = |decl| ComputeKernel::new(&ctx.device, &module, decl, &Compile::default());
         Self {
-            apply: pipeline("apply"),
-            backward: pipeline("backward"),
-            update: pipeline("update"),
+            apply: kernel(&APPLY),
+            backward: kernel(&BACKWARD),
+            update: kernel(&UPDATE),
             limits: DispatchLimits::of(&ctx.device),
         }
     }
@@ -442,11 +454,11 @@ impl AppearanceState {
         let bind = bind_group(
             ctx,
             &kernels.apply,
-            &[(0, &self.uniform), (1, &self.params), (2, step.rendered), (3, &self.corrected)],
+            &[&self.uniform, &self.params, step.rendered, &self.corrected],
         );
         ctx.profile_stage("appearance");
         let mut pass = begin_pass(ctx, encoder, "appearance apply");
-        pass.set_pipeline(&kernels.apply);
+        pass.set_pipeline(kernels.apply.pipeline());
         pass.set_bind_group(0, &bind, &[]);
         let (x, y) = kernels.limits.grid(groups);
         pass.dispatch_workgroups(x, y, 1);
@@ -468,27 +480,27 @@ impl AppearanceState {
             ctx,
             &kernels.backward,
             &[
-                (0, &self.uniform),
-                (1, &self.params),
-                (2, step.rendered),
-                (4, &self.v_corrected),
-                (5, step.v_rendered),
-                (6, &self.partials),
+                &self.uniform,
+                &self.params,
+                step.rendered,
+                &self.v_corrected,
+                step.v_rendered,
+                &self.partials,
             ],
         );
         let update = bind_group(
             ctx,
             &kernels.update,
-            &[(0, &self.uniform), (7, &self.partials), (8, &self.params), (9, &self.moments)],
+            &[&self.uniform, &self.partials, &self.params, &self.moments],
         );
         ctx.profile_stage("appearance");
         let mut pass = begin_pass(ctx, encoder, "appearance backward");
-        pass.set_pipeline(&kernels.backward);
+        pass.set_pipeline(kernels.backward.pipeline());
         pass.set_bind_group(0, &backward, &[]);
         let (x, y) = kernels.limits.grid(groups);
         pass.dispatch_workgroups(x, y, 1);
         // Its own dispatch: every workgroup's sums are written before they are added.
-        pass.set_pipeline(&kernels.update);
+        pass.set_pipeline(kernels.update.pipeline());
         pass.set_bind_group(0, &update, &[]);
         pass.dispatch_workgroups(1, 1, 1);
         Ok(())
@@ -556,26 +568,17 @@ fn begin_pass<'e>(
     })
 }
 
-/// A bind group of whole buffers at the given bindings of `pipeline`'s (automatic) layout.
-/// Made each step (three a step, holding no memory): kept ones would keep the rasterizer's
-/// image alive after a refinement lets it go.
+/// A bind group of whole buffers, in `kernel`'s declared order. Made each step (three a step,
+/// holding no memory): kept ones would keep the rasterizer's image alive after a refinement
+/// lets it go.
 fn bind_group(
     ctx: &GpuContext,
-    pipeline: &wgpu::ComputePipeline,
-    buffers: &[(u32, &wgpu::Buffer)],
+    kernel: &ComputeKernel,
+    buffers: &[&wgpu::Buffer],
 ) -> wgpu::BindGroup {
-    let entries: Vec<wgpu::BindGroupEntry<'_>> = buffers
-        .iter()
-        .map(|&(binding, buffer)| wgpu::BindGroupEntry {
-            binding,
-            resource: buffer.as_entire_binding(),
-        })
-        .collect();
-    ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some("appearance"),
-        layout: &pipeline.get_bind_group_layout(0),
-        entries: &entries,
-    })
+    let resources: Vec<wgpu::BindingResource<'_>> =
+        buffers.iter().map(|buffer| buffer.as_entire_binding()).collect();
+    kernel.bind(&ctx.device, kernel.label(), &resources)
 }
 
 /// The PSNR of the right half of `render` (rgba f32s, row-major, `width` × `height`) through the

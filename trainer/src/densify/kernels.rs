@@ -7,6 +7,8 @@ use std::ops::Range;
 use bytemuck::{Pod, Zeroable};
 use splat_render::gpu_splats::{rows_binding, splat_window, splat_windows};
 use splat_render::kernels::DispatchLimits;
+use splat_render::kernels::compute::Binding::{self, Read, ReadWrite};
+use splat_render::kernels::compute::{Compile, ComputeKernel, KernelDecl, shader_module};
 use splat_render::wgpu;
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, Owner};
 
@@ -151,6 +153,30 @@ impl Kernel {
     pub fn source(self) -> String {
         self.parts().join("\n")
     }
+
+    /// Its entry point and the bindings of its group 0 (plan.wgsl's 0 and 1 for the gather and
+    /// the split), in the order the wrappers below bind them.
+    fn decl(self) -> KernelDecl {
+        let bindings: &'static [(u32, Binding)] = match self {
+            Self::Gather => &[
+                (0, Read),
+                (1, Read),
+                (2, Read),
+                (3, Read),
+                (4, Read),
+                (5, ReadWrite),
+                (6, ReadWrite),
+                (7, ReadWrite),
+            ],
+            Self::Split => &[(0, Read), (1, Read), (2, Read), (3, Read), (4, ReadWrite)],
+            Self::OpacityReset => &[(0, Read), (1, ReadWrite)],
+            Self::McmcRegularize => {
+                &[(0, Read), (1, Read), (2, Read), (3, ReadWrite), (4, ReadWrite)]
+            }
+            Self::McmcNoise => &[(0, Read), (1, ReadWrite), (2, Read), (3, Read), (4, Read)],
+        };
+        KernelDecl { label: self.label(), entry: "main", bindings }
+    }
 }
 
 /// One gather dispatch: a parameter buffer and its moments, old and new.
@@ -164,11 +190,11 @@ pub(crate) struct GatherJob<'a> {
 /// The compiled pipelines.
 #[derive(Debug)]
 pub(crate) struct Kernels {
-    gather: wgpu::ComputePipeline,
-    split: wgpu::ComputePipeline,
-    opacity_reset: wgpu::ComputePipeline,
-    regularize: wgpu::ComputePipeline,
-    noise: wgpu::ComputePipeline,
+    gather: ComputeKernel,
+    split: ComputeKernel,
+    opacity_reset: ComputeKernel,
+    regularize: ComputeKernel,
+    noise: ComputeKernel,
     limits: DispatchLimits,
     /// Splats a dispatch binds the rows of (`splat_render::gpu_splats::splat_window`).
     window: u32,
@@ -184,38 +210,18 @@ const REGULARIZE_SLOT: u64 = 1;
 const NOISE_SLOT: u64 = 2;
 const STEP_KERNELS: u64 = 3;
 
-fn pipeline(ctx: &GpuContext, kernel: Kernel) -> wgpu::ComputePipeline {
-    let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some(kernel.label()),
-        source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
-    });
-    ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(kernel.label()),
-        layout: None,
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: wgpu::PipelineCompilationOptions::default(),
-        cache: None,
-    })
+fn build(ctx: &GpuContext, kernel: Kernel) -> ComputeKernel {
+    let module = shader_module(&ctx.device, kernel.label(), &kernel.source());
+    ComputeKernel::new(&ctx.device, &module, &kernel.decl(), &Compile::default())
 }
 
-/// A bind group of `resources` at bindings 0, 1, … of the pipeline's (automatic) layout.
+/// A bind group of `resources`, in `kernel`'s declared order.
 fn bind_group(
     ctx: &GpuContext,
-    pipeline: &wgpu::ComputePipeline,
-    label: &str,
+    kernel: &ComputeKernel,
     resources: &[wgpu::BindingResource<'_>],
 ) -> wgpu::BindGroup {
-    let entries: Vec<wgpu::BindGroupEntry<'_>> = resources
-        .iter()
-        .enumerate()
-        .map(|(i, resource)| wgpu::BindGroupEntry { binding: i as u32, resource: resource.clone() })
-        .collect();
-    ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some(label),
-        layout: &pipeline.get_bind_group_layout(0),
-        entries: &entries,
-    })
+    kernel.bind(&ctx.device, kernel.label(), resources)
 }
 
 /// Rows `splats` of a buffer of `row_bytes` a splat, as a binding.
@@ -227,7 +233,7 @@ fn rows<'a>(
     wgpu::BindingResource::Buffer(rows_binding(buffer, row_bytes, splats))
 }
 
-/// One slot of a uniform buffer, as a binding.
+/// One slot of a parameter buffer, as a binding.
 fn uniform_slot(buffer: &wgpu::Buffer, slot: u64, bytes: u64) -> wgpu::BindingResource<'_> {
     wgpu::BindingResource::Buffer(wgpu::BufferBinding {
         buffer,
@@ -275,11 +281,11 @@ impl Kernels {
 impl Kernels {
     pub fn new(ctx: &GpuContext, limits: DispatchLimits) -> Self {
         Self {
-            gather: pipeline(ctx, Kernel::Gather),
-            split: pipeline(ctx, Kernel::Split),
-            opacity_reset: pipeline(ctx, Kernel::OpacityReset),
-            regularize: pipeline(ctx, Kernel::McmcRegularize),
-            noise: pipeline(ctx, Kernel::McmcNoise),
+            gather: build(ctx, Kernel::Gather),
+            split: build(ctx, Kernel::Split),
+            opacity_reset: build(ctx, Kernel::OpacityReset),
+            regularize: build(ctx, Kernel::McmcRegularize),
+            noise: build(ctx, Kernel::McmcNoise),
             limits,
             window: splat_window(&ctx.device.limits()),
             params: std::sync::Mutex::new(None),
@@ -291,7 +297,7 @@ impl Kernels {
         &self,
         encoder: &mut wgpu::CommandEncoder,
         label: &str,
-        pipeline: &wgpu::ComputePipeline,
+        kernel: &ComputeKernel,
         bind: &wgpu::BindGroup,
         threads: u32,
     ) {
@@ -303,7 +309,7 @@ impl Kernels {
             label: Some(label),
             timestamp_writes: None,
         });
-        pass.set_pipeline(pipeline);
+        pass.set_pipeline(kernel.pipeline());
         pass.set_bind_group(0, bind, &[]);
         pass.dispatch_workgroups(x, y, 1);
     }
@@ -324,7 +330,6 @@ impl Kernels {
         let bind = bind_group(
             ctx,
             &self.gather,
-            Kernel::Gather.label(),
             &[
                 uniform_slot(uniforms, slot, size_of::<GatherUniform>() as u64),
                 rows(plan, PLAN_ENTRY_BYTES, new),
@@ -358,7 +363,6 @@ impl Kernels {
         let bind = bind_group(
             ctx,
             &self.split,
-            Kernel::Split.label(),
             &[
                 uniform_slot(uniforms, slot, size_of::<GatherUniform>() as u64),
                 rows(plan, PLAN_ENTRY_BYTES, new),
@@ -386,7 +390,6 @@ impl Kernels {
             let bind = bind_group(
                 ctx,
                 &self.opacity_reset,
-                Kernel::OpacityReset.label(),
                 &[
                     uniform_slot(&slots, slot, size_of::<ResetUniform>() as u64),
                     rows(opacities, 4, &window),
@@ -415,7 +418,6 @@ impl Kernels {
             let bind = bind_group(
                 ctx,
                 &self.regularize,
-                Kernel::McmcRegularize.label(),
                 &[
                     uniform_slot(&slots, slot, size_of::<RegularizeUniform>() as u64),
                     rows(opacities, 4, &window),
@@ -460,7 +462,6 @@ impl Kernels {
             let bind = bind_group(
                 ctx,
                 &self.noise,
-                Kernel::McmcNoise.label(),
                 &[
                     uniform_slot(&slots, slot, size_of::<NoiseUniform>() as u64),
                     rows(params[0], 12, &window),

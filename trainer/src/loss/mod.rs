@@ -54,6 +54,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytemuck::{Pod, Zeroable};
+use splat_render::kernels::compute::Binding::{Read, ReadWrite};
+use splat_render::kernels::compute::{Compile, ComputeKernel, KernelDecl, shader_module};
 use splat_render::wgpu;
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, Owner, SetOnDrop};
 
@@ -435,83 +437,34 @@ impl LossScratch {
 /// The loss kernels: `ssim_forward` and `ssim_backward` of loss.wgsl.
 #[derive(Debug)]
 pub struct ImageLoss {
-    forward: wgpu::ComputePipeline,
-    backward: wgpu::ComputePipeline,
-    forward_layout: wgpu::BindGroupLayout,
-    backward_layout: wgpu::BindGroupLayout,
+    forward: ComputeKernel,
+    backward: ComputeKernel,
 }
 
 /// Bindings of loss.wgsl. Keep in sync with it.
-mod binding {
-    pub const PARAMS: u32 = 0;
-    pub const RENDERED: u32 = 1;
-    pub const TARGET: u32 = 2;
-    pub const MAPS: u32 = 3;
-    pub const PARTIALS: u32 = 4;
-    pub const V_IMAGE: u32 = 5;
-}
+/// loss.wgsl `ssim_forward`: the parameters, the render, the ground truth, the SSIM maps and
+/// the per-tile sums written.
+const FORWARD: KernelDecl = KernelDecl {
+    label: "image loss forward",
+    entry: "ssim_forward",
+    bindings: &[(0, Read), (1, Read), (2, Read), (3, ReadWrite), (4, ReadWrite)],
+};
+
+/// loss.wgsl `ssim_backward`: the same inputs and maps, the image's gradient written.
+const BACKWARD: KernelDecl = KernelDecl {
+    label: "image loss backward",
+    entry: "ssim_backward",
+    bindings: &[(0, Read), (1, Read), (2, Read), (3, ReadWrite), (5, ReadWrite)],
+};
 
 impl ImageLoss {
     /// Compiles the kernels. A failure (which a driver bug could cause) shows in
     /// [`GpuContext::take_uncaptured_errors`] and makes later encodes fail.
     #[must_use]
     pub fn new(ctx: &GpuContext) -> Self {
-        let device = &ctx.device;
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("image loss"),
-            source: wgpu::ShaderSource::Wgsl(shader_source().into()),
-        });
-        let uniform = wgpu::BindGroupLayoutEntry {
-            binding: binding::PARAMS,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only: true },
-                has_dynamic_offset: false,
-                min_binding_size: wgpu::BufferSize::new(size_of::<LossParams>() as u64),
-            },
-            count: None,
-        };
-        let forward_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("image loss forward"),
-            entries: &[
-                uniform,
-                storage_entry(binding::RENDERED, true),
-                storage_entry(binding::TARGET, true),
-                storage_entry(binding::MAPS, false),
-                storage_entry(binding::PARTIALS, false),
-            ],
-        });
-        let backward_layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("image loss backward"),
-            entries: &[
-                uniform,
-                storage_entry(binding::RENDERED, true),
-                storage_entry(binding::TARGET, true),
-                storage_entry(binding::MAPS, false),
-                storage_entry(binding::V_IMAGE, false),
-            ],
-        });
-        let pipeline = |label: &str, layout: &wgpu::BindGroupLayout, entry: &str| {
-            let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(label),
-                bind_group_layouts: &[Some(layout)],
-                immediate_size: 0,
-            });
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(label),
-                layout: Some(&layout),
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: wgpu::PipelineCompilationOptions::default(),
-                cache: None,
-            })
-        };
-        Self {
-            forward: pipeline("image loss forward", &forward_layout, "ssim_forward"),
-            backward: pipeline("image loss backward", &backward_layout, "ssim_backward"),
-            forward_layout,
-            backward_layout,
-        }
+        let module = shader_module(&ctx.device, "image loss", &shader_source());
+        let kernel = |decl| ComputeKernel::new(&ctx.device, &module, decl, &Compile::default());
+        Self { forward: kernel(&FORWARD), backward: kernel(&BACKWARD) }
     }
 
     /// A scratch for images of up to `width`×`height` pixels; see [`LossScratch::new`].
@@ -624,7 +577,7 @@ impl ImageLoss {
                     label: Some("image loss forward"),
                     timestamp_writes: timer.as_ref().map(splat_render::PassTimer::writes),
                 });
-                pass.set_pipeline(&self.forward);
+                pass.set_pipeline(self.forward.pipeline());
                 pass.set_bind_group(0, &forward_group, &[]);
                 pass.dispatch_workgroups(tiles_x, tiles_y, 1);
             }
@@ -635,7 +588,7 @@ impl ImageLoss {
                     label: Some("image loss backward"),
                     timestamp_writes: timer.as_ref().map(splat_render::PassTimer::writes),
                 });
-                pass.set_pipeline(&self.backward);
+                pass.set_pipeline(self.backward.pipeline());
                 pass.set_bind_group(0, backward_group, &[]);
                 pass.dispatch_workgroups(tiles_x, tiles_y, 1);
             }
@@ -691,44 +644,24 @@ impl ImageLoss {
         let image = |buffer, bytes_per_pixel| prefix_binding(buffer, pixels * bytes_per_pixel);
         let target_bytes = target_words(pixels, alpha_plane) * TARGET_BYTES_PER_PIXEL;
         let common = [
-            wgpu::BindGroupEntry {
-                binding: binding::PARAMS,
-                resource: scratch.params.as_entire_binding(),
-            },
-            wgpu::BindGroupEntry {
-                binding: binding::RENDERED,
-                resource: image(rendered, RENDERED_BYTES_PER_PIXEL),
-            },
-            wgpu::BindGroupEntry {
-                binding: binding::TARGET,
-                resource: prefix_binding(target, target_bytes),
-            },
-            wgpu::BindGroupEntry {
-                binding: binding::MAPS,
-                resource: scratch.maps.as_entire_binding(),
-            },
+            scratch.params.as_entire_binding(),
+            image(rendered, RENDERED_BYTES_PER_PIXEL),
+            prefix_binding(target, target_bytes),
+            scratch.maps.as_entire_binding(),
         ];
-        let mut forward_entries = common.to_vec();
-        forward_entries.push(wgpu::BindGroupEntry {
-            binding: binding::PARTIALS,
-            resource: scratch.partials.as_entire_binding(),
-        });
-        let forward = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("image loss forward"),
-            layout: &self.forward_layout,
-            entries: &forward_entries,
-        });
+        let with = |last| {
+            let mut resources = common.to_vec();
+            resources.push(last);
+            resources
+        };
+        let forward = self.forward.bind(
+            &ctx.device,
+            FORWARD.label,
+            &with(scratch.partials.as_entire_binding()),
+        );
         let backward = v_image.map(|v_image| {
-            let mut entries = common.to_vec();
-            entries.push(wgpu::BindGroupEntry {
-                binding: binding::V_IMAGE,
-                resource: image(v_image, RENDERED_BYTES_PER_PIXEL),
-            });
-            ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("image loss backward"),
-                layout: &self.backward_layout,
-                entries: &entries,
-            })
+            let resources = with(image(v_image, RENDERED_BYTES_PER_PIXEL));
+            self.backward.bind(&ctx.device, BACKWARD.label, &resources)
         });
         (forward, backward)
     }
@@ -908,17 +841,4 @@ fn prefix_binding(buffer: &wgpu::Buffer, bytes: u64) -> wgpu::BindingResource<'_
         offset: 0,
         size: wgpu::BufferSize::new(bytes),
     })
-}
-
-fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage { read_only },
-            has_dynamic_offset: false,
-            min_binding_size: None,
-        },
-        count: None,
-    }
 }

@@ -17,6 +17,7 @@ use splat_render::gpu_splats::{
     words_per_splat,
 };
 use splat_render::kernels::DispatchLimits;
+use splat_render::kernels::compute::{Binding, Compile, ComputeKernel, KernelDecl, shader_module};
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, SplatGradients};
 
 /// The parameter groups, each with its own learning rate.
@@ -199,12 +200,29 @@ impl AdamState {
     }
 }
 
+/// adam.wgsl: the step's slot of parameters (a dynamic offset), then one parameter buffer's
+/// rows, their gradients, and both moments.
+const ADAM: KernelDecl = KernelDecl {
+    label: "adam",
+    entry: "main",
+    bindings: &[
+        (0, Binding::Slot(size_of::<AdamUniform>() as u64)),
+        (1, Binding::ReadWrite),
+        (2, Binding::Read),
+        (3, Binding::ReadWrite),
+        (4, Binding::ReadWrite),
+    ],
+};
+
+/// The same for SH bands stored as binary16 pairs.
+const ADAM_HALF: KernelDecl = KernelDecl { label: "adam (binary16)", entry: "main_half", ..ADAM };
+
 /// The Adam kernel.
 #[derive(Debug)]
 pub struct Adam {
-    pipeline: wgpu::ComputePipeline,
+    kernel: ComputeKernel,
     /// `main_half`: SH bands stored in 16 bits.
-    pipeline_half: wgpu::ComputePipeline,
+    kernel_half: ComputeKernel,
     limits: DispatchLimits,
     /// Splats a dispatch binds the rows of (`splat_render::gpu_splats::splat_window`).
     window: u32,
@@ -216,48 +234,11 @@ pub struct Adam {
 impl Adam {
     #[must_use]
     pub fn new(ctx: &GpuContext) -> Self {
-        let module = ctx.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("adam"),
-            source: wgpu::ShaderSource::Wgsl(Self::source().into()),
-        });
-        let layout_entries = [
-            wgpu::BindGroupLayoutEntry {
-                binding: 0,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Storage { read_only: true },
-                    has_dynamic_offset: true,
-                    min_binding_size: wgpu::BufferSize::new(size_of::<AdamUniform>() as u64),
-                },
-                count: None,
-            },
-            storage_entry(1, false),
-            storage_entry(2, true),
-            storage_entry(3, false),
-            storage_entry(4, false),
-        ];
-        let bind_layout = ctx.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("adam"),
-            entries: &layout_entries,
-        });
-        let layout = ctx.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("adam"),
-            bind_group_layouts: &[Some(&bind_layout)],
-            immediate_size: 0,
-        });
-        let pipeline = |entry_point: &str| {
-            ctx.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("adam"),
-                layout: Some(&layout),
-                module: &module,
-                entry_point: Some(entry_point),
-                compilation_options: wgpu::PipelineCompilationOptions::default(),
-                cache: None,
-            })
-        };
+        let module = shader_module(&ctx.device, "adam", &Self::source());
+        let kernel = |decl| ComputeKernel::new(&ctx.device, &module, decl, &Compile::default());
         Self {
-            pipeline: pipeline("main"),
-            pipeline_half: pipeline("main_half"),
+            kernel: kernel(&ADAM),
+            kernel_half: kernel(&ADAM_HALF),
             limits: DispatchLimits::of(&ctx.device),
             window: splat_window(&ctx.device.limits()),
             beta1: 0.9,
@@ -346,14 +327,20 @@ impl Adam {
             for slot in 0..used {
                 let words = words_per_splat(slot, splats.sh_degree, splats.sh_precision);
                 let count = (window.end - window.start) * words;
-                let half = splats.sh_precision == ShPrecision::F16 && slot > FIRST_SH_BUFFER;
-                pass.set_pipeline(if half { &self.pipeline_half } else { &self.pipeline });
+                pass.set_pipeline(self.kernel(slot, splats.sh_precision).pipeline());
                 let at = w * BUFFERS + slot;
                 pass.set_bind_group(0, &bindings.groups[at], &[(at as u64 * SLOT) as u32]);
                 let (x, y) = self.limits.grid(count.div_ceil(256));
                 pass.dispatch_workgroups(x, y, 1);
             }
         }
+    }
+
+    /// The kernel of parameter buffer `slot`: SH bands 1 to 3 stored in 16 bits take
+    /// `main_half`.
+    fn kernel(&self, slot: usize, precision: ShPrecision) -> &ComputeKernel {
+        let half = precision == ShPrecision::F16 && slot > FIRST_SH_BUFFER;
+        if half { &self.kernel_half } else { &self.kernel }
     }
 
     /// One bind group per window of splats and parameter buffer (window-major): its
@@ -366,7 +353,6 @@ impl Adam {
         splats: &GpuSplats,
         grads: &SplatGradients,
     ) -> Bindings {
-        let layout = self.pipeline.get_bind_group_layout(0);
         let mut groups = Vec::new();
         for window in splat_windows(splats.count, self.window) {
             let params = splats.window(&window);
@@ -384,16 +370,10 @@ impl Adam {
                     gradients[slot].clone(),
                     rows_binding(&moments.m, row * 4, &window),
                     rows_binding(&moments.v, row * 4, &window),
-                ];
-                let entries = resources.into_iter().enumerate().map(|(i, r)| {
-                    let resource = wgpu::BindingResource::Buffer(r);
-                    wgpu::BindGroupEntry { binding: i as u32, resource }
-                });
-                groups.push(ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some("adam"),
-                    layout: &layout,
-                    entries: &entries.collect::<Vec<_>>(),
-                }));
+                ]
+                .map(wgpu::BindingResource::Buffer);
+                let kernel = self.kernel(slot, splats.sh_precision);
+                groups.push(kernel.bind(&ctx.device, "adam", &resources));
             }
         }
         let buffers = splats
@@ -403,18 +383,5 @@ impl Adam {
             .map(|(p, g)| ((*p).clone(), g.clone()))
             .collect();
         Bindings { buffers, groups }
-    }
-}
-
-fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage { read_only },
-            has_dynamic_offset: false,
-            min_binding_size: None,
-        },
-        count: None,
     }
 }
