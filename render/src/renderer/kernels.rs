@@ -2,68 +2,52 @@
 //! WGSL declares them (`kernels/*.wgsl`; `splat_params.wgsl` holds bindings 0 to 8 of the
 //! projection's three). The renderer binds each one's buffers in this order.
 
-use crate::kernels::compute::Binding::{Read, ReadWrite};
+use crate::kernels::compute::Binding::{self, Read, ReadWrite};
 use crate::kernels::compute::KernelDecl;
 
-/// `project_forward.wgsl`: the uniform and the splats' parameters, then depths, tiles touched,
-/// visibility and the totals written, the filter's rules read.
+/// `splat_params.wgsl`'s bindings 0 to 8 (the render uniform and the splats' eight parameter
+/// buffers, all read), then `rest`: the bindings of a projection kernel.
+const fn after_splat_params<const N: usize, const ALL: usize>(
+    rest: [(u32, Binding); N],
+) -> [(u32, Binding); ALL] {
+    assert!(ALL == N + 9, "nine bindings of splat_params.wgsl and the kernel's own");
+    let mut all = [(0, Read); ALL];
+    let mut i = 0;
+    while i < ALL {
+        all[i] = if i < 9 { (i as u32, Read) } else { rest[i - 9] };
+        i += 1;
+    }
+    all
+}
+
+/// `project_forward.wgsl`: depths, tiles touched, visibility and the totals written, the
+/// filter's rules read.
 pub(super) const PROJECT_FORWARD: KernelDecl = KernelDecl {
     label: "project_forward",
     entry: "main",
-    bindings: &[
-        (0, Read),
-        (1, Read),
-        (2, Read),
-        (3, Read),
-        (4, Read),
-        (5, Read),
-        (6, Read),
-        (7, Read),
-        (8, Read),
+    bindings: &after_splat_params::<5, 14>([
         (9, ReadWrite),
         (10, ReadWrite),
         (11, ReadWrite),
         (12, ReadWrite),
         (13, Read),
-    ],
+    ]),
 };
 
-/// `project_rank.wgsl`: the uniform and the parameters, the band, the splats by depth, the
-/// band's projected splats written.
+/// `project_rank.wgsl`: the band and the splats by depth read, the band's projected splats
+/// written.
 pub(super) const PROJECT_RANK: KernelDecl = KernelDecl {
     label: "project_rank",
     entry: "main",
-    bindings: &[
-        (0, Read),
-        (1, Read),
-        (2, Read),
-        (3, Read),
-        (4, Read),
-        (5, Read),
-        (6, Read),
-        (7, Read),
-        (8, Read),
-        (9, Read),
-        (10, Read),
-        (11, ReadWrite),
-    ],
+    bindings: &after_splat_params::<3, 12>([(9, Read), (10, Read), (11, ReadWrite)]),
 };
 
-/// `project_backward.wgsl`: the uniform and the parameters, the band's partials, the nine
-/// gradient rows and the densification statistics written, ranks, counts and offsets read.
+/// `project_backward.wgsl`: the band's partials read, the nine gradient rows and the
+/// densification statistics written, ranks, counts and offsets read.
 pub(super) const PROJECT_BACKWARD: KernelDecl = KernelDecl {
     label: "project_backward",
     entry: "main",
-    bindings: &[
-        (0, Read),
-        (1, Read),
-        (2, Read),
-        (3, Read),
-        (4, Read),
-        (5, Read),
-        (6, Read),
-        (7, Read),
-        (8, Read),
+    bindings: &after_splat_params::<13, 22>([
         (9, Read),
         (10, ReadWrite),
         (11, ReadWrite),
@@ -77,7 +61,7 @@ pub(super) const PROJECT_BACKWARD: KernelDecl = KernelDecl {
         (19, Read),
         (20, Read),
         (21, Read),
-    ],
+    ]),
 };
 
 /// `intersect.wgsl` `compact`: the visible splats gathered in depth order.
