@@ -123,7 +123,8 @@ impl ComputeKernel {
         &self.bindings
     }
 
-    /// A bind group of `resources`, one for each declared binding, in the declaration's order.
+    /// A bind group of `resources`, one for each declared binding, in the declaration's order
+    /// (labelled as the kernel).
     ///
     /// # Panics
     /// When `resources` has another length than the declaration's bindings (a wrapper's bug).
@@ -131,9 +132,9 @@ impl ComputeKernel {
     pub fn bind(
         &self,
         device: &wgpu::Device,
-        label: &str,
         resources: &[wgpu::BindingResource<'_>],
     ) -> wgpu::BindGroup {
+        let label = self.label;
         assert_eq!(resources.len(), self.bindings.len(), "{label}: one resource a binding");
         let entries: Vec<wgpu::BindGroupEntry<'_>> = self
             .bindings

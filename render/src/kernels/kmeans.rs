@@ -175,7 +175,6 @@ impl Kmeans {
                 )?;
                 let bind_group = self.assign.bind(
                     &ctx.device,
-                    "k-means",
                     &[
                         wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                             buffer: &params,

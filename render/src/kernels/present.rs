@@ -106,7 +106,6 @@ impl Presenter {
             let view = target.create_view(&wgpu::TextureViewDescriptor::default());
             let bind = self.kernel.bind(
                 &ctx.device,
-                "present",
                 &[
                     self.params.as_entire_binding(),
                     image.as_entire_binding(),

@@ -480,7 +480,6 @@ impl PrefixScan {
         for chunk in levels[..top].iter().flatten() {
             let bind_group = self.reduce.bind(
                 device,
-                "scan reduce",
                 &[
                     params_binding.clone(),
                     range(level_input(chunk.level), chunk.first, chunk.len),
@@ -509,11 +508,9 @@ impl PrefixScan {
             } else {
                 (whole(&scratch.scanned[chunk.level]), whole(&scratch.unused_write))
             };
-            let bind_group = self.scan.bind(
-                device,
-                "scan blocks",
-                &[params_binding.clone(), data_in, data_out, offsets, total_out],
-            );
+            let bind_group = self
+                .scan
+                .bind(device, &[params_binding.clone(), data_in, data_out, offsets, total_out]);
             dispatches.push(Dispatch {
                 kernel: Kernel::Scan,
                 bind_group,

@@ -374,12 +374,10 @@ impl RadixSort {
         let params = || param_slot(&scratch.params, size_of::<SortParams>() as u64);
         let count_group = self.count_digits.bind(
             &ctx.device,
-            "radix sort count digits",
             &[params(), range(from.0, 0, count), scratch.histogram.as_entire_binding()],
         );
         let scatter_group = self.scatter.bind(
             &ctx.device,
-            "radix sort scatter",
             &[
                 params(),
                 range(from.0, 0, count),

@@ -914,7 +914,7 @@ impl Renderer {
                 .iter()
                 .map(|buffer| wgpu::BindingResource::Buffer(buffer.clone()))
                 .collect();
-            kernel.bind(&ctx.device, "intersect", &resources)
+            kernel.bind(&ctx.device, &resources)
         })
     }
 }

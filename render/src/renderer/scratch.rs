@@ -527,7 +527,7 @@ pub(super) fn bind_group(
     scratch.cached_bind_group(key, buffers, || {
         let resources: Vec<wgpu::BindingResource<'_>> =
             buffers.iter().map(|buffer| wgpu::BindingResource::Buffer(buffer.clone())).collect();
-        kernel.bind(&ctx.device, key.0, &resources)
+        kernel.bind(&ctx.device, &resources)
     })
 }
 

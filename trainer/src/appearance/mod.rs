@@ -578,7 +578,7 @@ fn bind_group(
 ) -> wgpu::BindGroup {
     let resources: Vec<wgpu::BindingResource<'_>> =
         buffers.iter().map(|buffer| buffer.as_entire_binding()).collect();
-    kernel.bind(&ctx.device, kernel.label(), &resources)
+    kernel.bind(&ctx.device, &resources)
 }
 
 /// The PSNR of the right half of `render` (rgba f32s, row-major, `width` × `height`) through the

@@ -215,15 +215,6 @@ fn build(ctx: &GpuContext, kernel: Kernel) -> ComputeKernel {
     ComputeKernel::new(&ctx.device, &module, &kernel.decl(), &Compile::default())
 }
 
-/// A bind group of `resources`, in `kernel`'s declared order.
-fn bind_group(
-    ctx: &GpuContext,
-    kernel: &ComputeKernel,
-    resources: &[wgpu::BindingResource<'_>],
-) -> wgpu::BindGroup {
-    kernel.bind(&ctx.device, kernel.label(), resources)
-}
-
 /// Rows `splats` of a buffer of `row_bytes` a splat, as a binding.
 fn rows<'a>(
     buffer: &'a wgpu::Buffer,
@@ -327,9 +318,8 @@ impl Kernels {
         [new, old]: [&Range<u32>; 2],
     ) {
         let row = u64::from(job.words) * 4;
-        let bind = bind_group(
-            ctx,
-            &self.gather,
+        let bind = self.gather.bind(
+            &ctx.device,
             &[
                 uniform_slot(uniforms, slot, size_of::<GatherUniform>() as u64),
                 rows(plan, PLAN_ENTRY_BYTES, new),
@@ -360,9 +350,8 @@ impl Kernels {
         ),
         [new, old]: [&Range<u32>; 2],
     ) {
-        let bind = bind_group(
-            ctx,
-            &self.split,
+        let bind = self.split.bind(
+            &ctx.device,
             &[
                 uniform_slot(uniforms, slot, size_of::<GatherUniform>() as u64),
                 rows(plan, PLAN_ENTRY_BYTES, new),
@@ -387,9 +376,8 @@ impl Kernels {
         let slots = self.param_slots(ctx, RESET_SLOT, count, value)?;
         for (w, window) in splat_windows(count, self.window).enumerate() {
             let slot = STEP_KERNELS * w as u64 + RESET_SLOT;
-            let bind = bind_group(
-                ctx,
-                &self.opacity_reset,
+            let bind = self.opacity_reset.bind(
+                &ctx.device,
                 &[
                     uniform_slot(&slots, slot, size_of::<ResetUniform>() as u64),
                     rows(opacities, 4, &window),
@@ -415,9 +403,8 @@ impl Kernels {
         let slots = self.param_slots(ctx, REGULARIZE_SLOT, count, value)?;
         for (w, window) in splat_windows(count, self.window).enumerate() {
             let slot = STEP_KERNELS * w as u64 + REGULARIZE_SLOT;
-            let bind = bind_group(
-                ctx,
-                &self.regularize,
+            let bind = self.regularize.bind(
+                &ctx.device,
                 &[
                     uniform_slot(&slots, slot, size_of::<RegularizeUniform>() as u64),
                     rows(opacities, 4, &window),
@@ -459,9 +446,8 @@ impl Kernels {
         let slots = self.param_slots(ctx, NOISE_SLOT, count, value)?;
         for (w, window) in splat_windows(count, self.window).enumerate() {
             let slot = STEP_KERNELS * w as u64 + NOISE_SLOT;
-            let bind = bind_group(
-                ctx,
-                &self.noise,
+            let bind = self.noise.bind(
+                &ctx.device,
                 &[
                     uniform_slot(&slots, slot, size_of::<NoiseUniform>() as u64),
                     rows(params[0], 12, &window),

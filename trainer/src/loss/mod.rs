@@ -654,14 +654,10 @@ impl ImageLoss {
             resources.push(last);
             resources
         };
-        let forward = self.forward.bind(
-            &ctx.device,
-            FORWARD.label,
-            &with(scratch.partials.as_entire_binding()),
-        );
+        let forward = self.forward.bind(&ctx.device, &with(scratch.partials.as_entire_binding()));
         let backward = v_image.map(|v_image| {
             let resources = with(image(v_image, RENDERED_BYTES_PER_PIXEL));
-            self.backward.bind(&ctx.device, BACKWARD.label, &resources)
+            self.backward.bind(&ctx.device, &resources)
         });
         (forward, backward)
     }

@@ -373,7 +373,7 @@ impl Adam {
                 ]
                 .map(wgpu::BindingResource::Buffer);
                 let kernel = self.kernel(slot, splats.sh_precision);
-                groups.push(kernel.bind(&ctx.device, "adam", &resources));
+                groups.push(kernel.bind(&ctx.device, &resources));
             }
         }
         let buffers = splats
