@@ -1,164 +1,40 @@
-//! The app's state and its reactions: events from the trainer, the viewer and the file worker
-//! come in; commands go out. Drawing is in [`super::panels`].
+//! The window: the panes it is made of, the state it owns, and the routing between them.
+//! Each pane draws itself and sends [`UiEvent`]s; events from the trainer (`task_events.rs`),
+//! the file worker (`file_events.rs`) and the viewer come in on the UI thread; commands go out.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context as _;
-use glam::Vec3;
 use splat_trainer::config::TrainConfig;
-use splat_trainer::dataset::{Dataset, LoadOptions};
-use splat_trainer::memory::{MemoryBudget, default_budget};
-use splat_trainer::render::view_controller::{ViewController, scene_focus, scene_up};
-use splat_trainer::render::{Camera, GpuContext, LedgerSnapshot};
-use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
-use splat_trainer::train::{ImagePlacement, StepMetrics, StepStats};
+use splat_trainer::dataset::LoadOptions;
+use splat_trainer::memory::default_budget;
+use splat_trainer::render::GpuContext;
+use splat_trainer::task::{Command, TaskHandle, TaskState};
 
+use super::crop::Crop;
+use super::event::{UiEvent, VideoMotion};
 use super::files::{Files, OpenKind, SaveKind};
 use super::history::History;
+use super::log_pane::LogPane;
+use super::memory_pane::MemoryPane;
+use super::menu::{self, Panels};
 use super::poses::{self, PosesWindow};
 use super::self_test::{self, SelfTestWindow};
-use super::viewer::{self, Viewer};
+use super::session::{RunInfo, Session};
+use super::settings_pane::{Settings, SettingsPane};
+use super::training_pane::TrainingPane;
+use super::video_pane::{VideoPane, VideoSubject};
+use super::viewer::Viewer;
+use super::viewport::Viewport;
 use super::{GuiArgs, sample};
+use crate::human_bytes;
 
 /// Steps of a run started from the window unless the user sets another number.
 pub const DEFAULT_STEPS: u32 = 7000;
-/// Log lines kept (older ones scroll away).
-const LOG_LINES: usize = 1000;
-/// How long a notification stays over the viewport.
-const TOAST_SECONDS: f32 = 8.0;
 /// Events handled per frame at most, so a flood never stalls a frame.
 const EVENTS_PER_FRAME: usize = 512;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
-    Info,
-    Warning,
-    Error,
-}
-
-#[derive(Clone, Debug)]
-pub struct LogLine {
-    pub seconds: f32,
-    pub level: Level,
-    pub text: String,
-}
-
-/// The settings of the next run, as the training panel edits them: the command line's own
-/// types, so that a setting added there is here too.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Settings {
-    /// How the dataset is loaded (applied when it is (re)loaded).
-    pub load: LoadOptions,
-    pub train: TrainConfig,
-    pub memory_budget_mib: u64,
-}
-
-impl Settings {
-    #[must_use]
-    pub fn budget_bytes(&self) -> u64 {
-        self.memory_budget_mib.saturating_mul(1 << 20)
-    }
-}
-
-/// The loaded dataset, as the UI sees it.
-pub struct LoadedDataset {
-    pub path: PathBuf,
-    pub dataset: Arc<Dataset>,
-    pub up: Vec3,
-    pub focus: (Vec3, f32),
-}
-
-/// `path`, or `path` with `-2`, `-3`, … before its extension when that is taken.
-pub(super) fn unused_name(path: PathBuf) -> PathBuf {
-    if !path.exists() {
-        return path;
-    }
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let extension = path.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default();
-    (2..10_000)
-        .map(|n| path.with_file_name(format!("{stem}-{n}.{extension}")))
-        .find(|p| !p.exists())
-        .unwrap_or(path)
-}
-
-/// The current run.
-#[derive(Clone, Debug)]
-pub struct RunInfo {
-    pub id: u64,
-    pub planned_steps: u32,
-    pub last: Option<StepStats>,
-    /// The latest step loss read back (a step or so behind `last`).
-    pub last_metrics: Option<StepMetrics>,
-    /// Recent (time, step) pairs for steps/s.
-    rate_window: VecDeque<(Instant, u32)>,
-}
-
-impl RunInfo {
-    fn new(id: u64, planned_steps: u32) -> Self {
-        Self { id, planned_steps, last: None, last_metrics: None, rate_window: VecDeque::new() }
-    }
-
-    fn record(&mut self, stats: StepStats) {
-        let now = Instant::now();
-        self.rate_window.push_back((now, stats.step));
-        while self
-            .rate_window
-            .front()
-            .is_some_and(|(t, _)| now.duration_since(*t) > Duration::from_secs(3))
-        {
-            self.rate_window.pop_front();
-        }
-        self.last = Some(stats);
-    }
-
-    /// Steps per second over the last few seconds.
-    #[must_use]
-    pub fn steps_per_second(&self) -> Option<f64> {
-        let (t0, s0) = self.rate_window.front()?;
-        let (t1, s1) = self.rate_window.back()?;
-        let seconds = t1.duration_since(*t0).as_secs_f64();
-        (seconds > 0.2 && s1 > s0).then(|| f64::from(s1 - s0) / seconds)
-    }
-
-    #[must_use]
-    pub fn step(&self) -> u32 {
-        self.last.map_or(0, |s| s.step)
-    }
-
-    /// Seconds left at the current rate.
-    #[must_use]
-    pub fn eta_seconds(&self) -> Option<f64> {
-        let rate = self.steps_per_second()?;
-        Some(f64::from(self.planned_steps.saturating_sub(self.step())) / rate)
-    }
-}
-
-/// Where the viewport looks from.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ViewMode {
-    /// The user's orbit / fly camera.
-    Free,
-    /// Exactly a dataset camera (index into `Dataset::views()` order), its image beside.
-    DatasetCamera(usize),
-}
-
-/// A splat file being viewed.
-pub struct ViewedFile {
-    pub path: PathBuf,
-    pub splats: Arc<splat_trainer::render::GpuSplats>,
-    pub focus: (Vec3, f32),
-}
-
-/// Which optional panels are shown.
-#[derive(Clone, Copy, Debug)]
-pub struct Panels {
-    pub plots: bool,
-    pub log: bool,
-    pub memory: bool,
-}
 
 /// A summary for tests and the status bar.
 #[derive(Clone, Debug, PartialEq)]
@@ -197,87 +73,23 @@ pub struct UiState {
     pub viewport: [f32; 4],
 }
 
-/// What the viewport laid out last: for its overlays, and what tests read.
-#[derive(Debug, Default)]
-pub(super) struct ViewportLayout {
-    /// Where the viewport is (points): left, top, width, height.
-    pub rect: [f32; 4],
-    /// The crop's handles as drawn: each one's name and place (points).
-    pub crop_handles: Vec<(&'static str, [f32; 2])>,
-    /// A rectangle selection being drawn: where it started and where the pointer is.
-    pub selecting: Option<(egui::Pos2, egui::Pos2)>,
-    /// A brush stroke being painted: the pointer's path so far.
-    pub stroke: Vec<egui::Pos2>,
-}
-
-/// What a video films: the splats, the scene's framing (centre, radius, up) and the file.
-pub(super) type VideoSubject = (Arc<splat_trainer::render::GpuSplats>, (Vec3, f32, Vec3), PathBuf);
-
-/// How a video's camera moves.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum VideoMotion {
-    /// Once round the scene.
-    Turntable,
-    /// Along the keyframes placed in the viewer.
-    Path,
-}
-
 pub struct SplatApp {
     pub(super) gpu: GpuContext,
     pub(super) task: TaskHandle,
     pub(super) viewer: Viewer,
     pub(super) files: Files,
-    pub(super) out: Option<PathBuf>,
-    pub(super) started: Instant,
-    pub(super) task_state: TaskState,
-    pub(super) dataset: Option<LoadedDataset>,
-    /// Asked for, not loaded yet.
-    pub(super) loading: Option<PathBuf>,
-    pub(super) init: Option<PathBuf>,
-    pub(super) settings: Settings,
-    /// Exports turned so that the cameras' up is −y, as web viewers expect. On: exports from
-    /// the window are for sharing, upright in every viewer.
-    pub(super) level_exports: bool,
-    /// Which splats the view and the exports keep.
-    pub(super) crop: super::crop::Crop,
-    /// A video being made, and the length (of a turntable) and size of the next.
-    pub(super) video: Option<super::video_job::VideoJob>,
-    pub(super) video_seconds: f64,
-    /// The camera path placed in the viewer.
-    pub(super) keyframes: super::keyframes::Keyframes,
-    pub(super) video_size: (u32, u32),
-    videos: Vec<PathBuf>,
-    /// The budget the driver (or the host's memory) gives runs on this device, and why.
-    pub(super) default_budget: MemoryBudget,
-    pub(super) run: Option<RunInfo>,
+    /// What the trainer and the file worker said: the dataset, the run, the viewed file.
+    pub(super) session: Session,
+    // The panes.
+    pub(super) log: LogPane,
+    pub(super) settings: SettingsPane,
+    training: TrainingPane,
+    pub(super) crop: Crop,
+    pub(super) viewport: Viewport,
+    pub(super) video: VideoPane,
     pub(super) history: History,
-    pub(super) memory: Option<LedgerSnapshot>,
-    /// The memory panel's ledger snapshot and when it was taken.
-    pub(super) ledger_view: Option<(Instant, LedgerSnapshot)>,
-    pub(super) prediction: Option<(u64, u64, u32)>,
-    /// Where the current run keeps its images (from the task's prediction).
-    pub(super) images: ImagePlacement,
-    pub(super) log: VecDeque<LogLine>,
-    pub(super) toast: Option<(Instant, Level, String)>,
-    pub(super) view: ViewController,
-    pub(super) view_mode: ViewMode,
-    pub(super) viewed_file: Option<ViewedFile>,
-    /// Show the viewed file (true) or the run (false) when both exist.
-    pub(super) show_file: bool,
-    /// The viewport renders at this fraction of its pixels.
-    pub(super) render_scale: f32,
-    pub(super) ground_truth: Option<(usize, egui::TextureHandle)>,
-    /// The camera the viewport asked the viewer for last.
-    pub(super) requested_camera: Option<Camera>,
-    /// What the viewport laid out last.
-    pub(super) layout: ViewportLayout,
-    pub(super) start_when_loaded: bool,
-    pub(super) panels: Panels,
-    exported: Vec<PathBuf>,
-    checkpoints: Vec<PathBuf>,
-    errors: Vec<String>,
-    /// A failed run's kept splats (run, step): what Export writes until the next run.
-    pub(super) kept: Option<(u64, u32)>,
+    pub(super) memory: MemoryPane,
+    panels: Panels,
     /// Help → Self-test: its window while running or shown, and the report being saved.
     self_test: Option<SelfTestWindow>,
     pub(super) self_test_json: Option<String>,
@@ -285,20 +97,13 @@ pub struct SplatApp {
     pub(super) poses: Option<PosesWindow>,
     /// COLMAP's executable and the engines' idle limit for those runs.
     engines: poses::EngineSettings,
+    /// Start training once the dataset given on the command line is loaded.
+    pub(super) start_when_loaded: bool,
+    pub(super) exported: Vec<PathBuf>,
+    pub(super) checkpoints: Vec<PathBuf>,
 }
 
 impl SplatApp {
-    /// The memory budget of the settings: the default (and where it came from) unless the
-    /// user changed it.
-    pub(super) fn budget(&self) -> MemoryBudget {
-        let bytes = self.settings.budget_bytes();
-        if bytes == self.default_budget.bytes >> 20 << 20 {
-            self.default_budget
-        } else {
-            MemoryBudget::given(bytes)
-        }
-    }
-
     /// Builds the app on eframe's device, starts the trainer and viewer threads, and opens
     /// `args.path` or the sample scene.
     pub fn new(cc: &eframe::CreationContext<'_>, args: GuiArgs) -> anyhow::Result<Self> {
@@ -341,51 +146,26 @@ impl SplatApp {
             task,
             viewer,
             files,
-            out: args.out.clone(),
-            started: Instant::now(),
-            task_state: TaskState::Empty,
-            dataset: None,
-            loading: None,
-            init: None,
-            settings,
-            level_exports: true,
-            crop: super::crop::Crop::default(),
-            video: None,
-            video_seconds: 6.0,
-            keyframes: super::keyframes::Keyframes::default(),
-            video_size: (1280, 720),
-            videos: Vec::new(),
-            default_budget: budget,
-            run: None,
+            session: Session::new(args.out.clone()),
+            log: LogPane::new(),
+            settings: SettingsPane::new(settings, budget),
+            training: TrainingPane::default(),
+            crop: Crop::default(),
+            viewport: Viewport::new(software),
+            video: VideoPane::default(),
             history: History::default(),
-            memory: None,
-            ledger_view: None,
-            prediction: None,
-            images: ImagePlacement::Resident,
-            log: VecDeque::new(),
-            toast: None,
-            view: ViewController::framing(Vec3::ZERO, 1.0, Vec3::NEG_Y),
-            view_mode: ViewMode::Free,
-            viewed_file: None,
-            show_file: false,
-            // A software rasterizer renders a quarter of the pixels to stay interactive.
-            render_scale: if software { 0.5 } else { 1.0 },
-            ground_truth: None,
-            requested_camera: None,
-            layout: ViewportLayout::default(),
-            start_when_loaded: args.start,
+            memory: MemoryPane::default(),
             panels: Panels { plots: true, log: true, memory: true },
-            exported: Vec::new(),
-            checkpoints: Vec::new(),
-            errors: Vec::new(),
-            kept: None,
             self_test: None,
             self_test_json: None,
             poses: None,
             engines: poses::EngineSettings::default(),
+            start_when_loaded: args.start,
+            exported: Vec::new(),
+            checkpoints: Vec::new(),
         };
         let adapter = &app.gpu.adapter_info;
-        app.info(format!(
+        app.log.info(format!(
             "GPU: {} ({:?}, {:?})",
             adapter.name, adapter.backend, adapter.device_type
         ));
@@ -393,127 +173,209 @@ impl SplatApp {
             Some(path) => app.open_path(path),
             None => match sample::ensure_on_disk(&sample::data_dir()) {
                 Ok(path) => {
-                    app.info("Loading the built-in sample scene: press Space to train it.");
+                    app.log.info("Loading the built-in sample scene: press Space to train it.");
                     app.open_path(path);
                 }
-                Err(e) => app.error(format!("cannot write the sample scene: {e}")),
+                Err(e) => app.log.error(format!("cannot write the sample scene: {e}")),
             },
         }
         Ok(app)
     }
 
-    // ---- Log ---------------------------------------------------------------------------
+    // ---- The panes, laid out -----------------------------------------------------------
 
-    fn push_log(&mut self, level: Level, text: String) {
-        match level {
-            Level::Error => log::error!("{text}"),
-            Level::Warning => log::warn!("{text}"),
-            Level::Info => log::info!("{text}"),
+    /// Draws every pane; returns what they asked for.
+    fn draw(&mut self, ui: &mut egui::Ui) -> Vec<UiEvent> {
+        let mut events = Vec::new();
+        egui::Panel::top("menu").show(ui, |ui| menu::ui(ui, &mut self.panels, &mut events));
+        egui::Panel::bottom("status").show(ui, |ui| self.status_bar(ui));
+        egui::Panel::left("training").resizable(true).default_size(300.0).show(ui, |ui| {
+            egui::ScrollArea::vertical().show(ui, |ui| self.left_panes(ui, &mut events));
+        });
+        let Panels { plots, log, memory } = self.panels;
+        if memory || log {
+            egui::Panel::right("side").resizable(true).default_size(340.0).show(ui, |ui| {
+                if log {
+                    let panel = egui::Panel::bottom("log").resizable(true).default_size(260.0);
+                    if memory {
+                        panel.show(ui, |ui| self.log.ui(ui));
+                    } else {
+                        egui::CentralPanel::default().show(ui, |ui| self.log.ui(ui));
+                    }
+                }
+                if memory {
+                    let train = &self.settings.next.train;
+                    egui::ScrollArea::vertical().show(ui, |ui| {
+                        self.memory.ui(ui, self.gpu.ledger(), &self.session, train);
+                    });
+                }
+            });
         }
-        if level != Level::Info {
-            self.toast = Some((Instant::now(), level, text.clone()));
+        if plots {
+            egui::Panel::bottom("plots").resizable(false).show(ui, |ui| self.history.ui(ui));
         }
-        if level == Level::Error {
-            self.errors.push(text.clone());
-        }
-        self.log.push_back(LogLine { seconds: self.started.elapsed().as_secs_f32(), level, text });
-        while self.log.len() > LOG_LINES {
-            self.log.pop_front();
-        }
+        egui::CentralPanel::default().show(ui, |ui| {
+            let edits = (&self.viewer, &mut self.crop, &self.video.keyframes);
+            self.viewport.ui(ui, &self.session, edits, self.log.toast(), &mut events);
+        });
+        events
     }
 
-    pub(super) fn info(&mut self, text: impl Into<String>) {
-        self.push_log(Level::Info, text.into());
+    /// The left side: the dataset, the settings, training, the view and the crop.
+    fn left_panes(&mut self, ui: &mut egui::Ui, events: &mut Vec<UiEvent>) {
+        let session = &self.session;
+        TrainingPane::dataset_ui(ui, session, events);
+        ui.separator();
+        self.settings.ui(ui, session, events);
+        ui.separator();
+        let has_camera = self.viewport.requested_camera.is_some();
+        let video = &mut self.video;
+        let eval_psnr = self.history.eval_psnr.last();
+        self.training.ui(ui, session, eval_psnr, events, |ui, has_splats, events| {
+            let can_film = has_splats || session.viewed_file.is_some();
+            video.ui(ui, can_film, has_camera, events);
+        });
+        ui.separator();
+        ui.heading("View");
+        self.viewport.controls_ui(ui, session, events);
+        ui.separator();
+        ui.heading("Crop");
+        self.crop.ui(ui, session.focus(), session.run.is_some(), events);
     }
 
-    pub(super) fn warning(&mut self, text: impl Into<String>) {
-        self.push_log(Level::Warning, text.into());
+    fn status_bar(&self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            ui.label(format!("{:?}", self.session.task_state));
+            if let Some(run) = &self.session.run {
+                ui.separator();
+                ui.label(format!("run {} · step {}/{}", run.id, run.step(), run.planned_steps));
+            }
+            if let Some(snapshot) = &self.memory.latest {
+                ui.separator();
+                ui.label(format!("GPU {}", human_bytes(snapshot.total_bytes)));
+            }
+            if let Some(frame) = self.viewer.frame() {
+                ui.separator();
+                // The render time changes every frame: in the tooltip, so the bar stays still.
+                ui.label(format!(
+                    "view {}×{} · {} splats",
+                    frame.width, frame.height, frame.splats
+                ))
+                .on_hover_text(format!("last frame rendered in {:.1} ms", frame.milliseconds));
+            }
+            ui.separator();
+            ui.label(&self.gpu.adapter_info.name);
+        });
     }
 
-    pub(super) fn error(&mut self, text: impl Into<String>) {
-        self.push_log(Level::Error, text.into());
-    }
-
-    /// The notification to show now, if any.
-    pub(super) fn current_toast(&self) -> Option<(Level, &str)> {
-        self.toast
-            .as_ref()
-            .filter(|(at, _, _)| at.elapsed().as_secs_f32() < TOAST_SECONDS)
-            .map(|(_, level, text)| (*level, text.as_str()))
+    /// Does what a pane asked for.
+    fn route(&mut self, ctx: &egui::Context, event: UiEvent) {
+        match event {
+            UiEvent::Open(path) => self.open_path(path),
+            UiEvent::OpenDialog(kind) => self.open_dialog(kind),
+            UiEvent::SaveDialog(kind) => self.save_dialog(kind),
+            UiEvent::ExportPly => self.export_ply(),
+            UiEvent::SaveCheckpoint => self.save_checkpoint(),
+            UiEvent::Start => self.start(),
+            UiEvent::Pause => self.pause(),
+            UiEvent::ToggleTraining => self.toggle_training(),
+            UiEvent::Stop => self.stop(),
+            UiEvent::NewRun => self.new_run(),
+            UiEvent::SetSteps(steps) => {
+                if let Some(run) = self.session.run.as_mut() {
+                    run.planned_steps = steps;
+                }
+                self.send(Command::SetSteps { steps });
+            }
+            UiEvent::ReloadDataset => {
+                if let Some(path) = self.session.dataset.as_ref().map(|d| d.path.clone()) {
+                    self.load_dataset(path);
+                }
+            }
+            UiEvent::HideLikelyFloaters => self.hide_likely_floaters(),
+            UiEvent::SelectionsFull => self.log.warning(format!(
+                "The crop holds {} selections already: Remove one, Undo, or Show all.",
+                splat_trainer::formats::filter::MAX_SELECTIONS
+            )),
+            UiEvent::ShowFile(show) => self.session.show_file = show,
+            UiEvent::ResetView => self.viewport.reset(&self.session),
+            UiEvent::StartVideo(motion) => self.start_video(motion),
+            UiEvent::AddKeyframe => self.add_keyframe(),
+            UiEvent::SaveCameraPath => self.save_camera_path(),
+            UiEvent::SelfTest => self.start_self_test(ctx),
+        }
     }
 
     // ---- Commands ----------------------------------------------------------------------
 
     pub(super) fn send(&mut self, command: Command) {
         if let Err(e) = self.task.send(command) {
-            self.error(format!("the trainer did not take the command: {e}"));
+            self.log.error(format!("the trainer did not take the command: {e}"));
         }
     }
 
     /// Opens a dropped, chosen or command-line path (decided on the file thread).
     pub fn open_path(&mut self, path: PathBuf) {
         if let Err(e) = self.files.open(path) {
-            self.error(e);
+            self.log.error(e);
         }
     }
 
-    pub(super) fn open_dialog(&self, kind: OpenKind) {
-        let start = self.dataset.as_ref().and_then(|d| d.path.parent().map(Path::to_path_buf));
+    fn open_dialog(&self, kind: OpenKind) {
+        let dataset = self.session.dataset.as_ref();
+        let start = dataset.and_then(|d| d.path.parent().map(Path::to_path_buf));
         self.files.open_dialog(kind, start);
+    }
+
+    fn save_dialog(&mut self, kind: SaveKind) {
+        let extension = if kind == SaveKind::Export { "ply" } else { "ckpt" };
+        match self.session.output_path(extension) {
+            Some(path) => self.files.save_dialog(kind, path),
+            None => self.log.warning("Start a run first."),
+        }
     }
 
     pub(super) fn load_dataset(&mut self, path: PathBuf) {
         // Drop our handle on the old images before the trainer reads the new ones.
-        self.dataset = None;
-        self.ground_truth = None;
-        self.view_mode = ViewMode::Free;
-        self.init = None;
+        self.session.dataset = None;
+        self.viewport.forget_dataset();
+        self.session.init = None;
         // The task lets a failed run's kept splats go with the old dataset.
-        self.kept = None;
-        self.loading = Some(path.clone());
-        self.info(format!("Loading {}", path.display()));
-        self.send(Command::LoadDataset { path, options: self.settings.load.clone() });
-    }
-
-    /// Reloads the dataset at the resolution in the settings.
-    pub(super) fn reload_dataset(&mut self) {
-        if let Some(path) = self.dataset.as_ref().map(|d| d.path.clone()) {
-            self.load_dataset(path);
-        }
+        self.session.kept = None;
+        self.session.loading = Some(path.clone());
+        self.log.info(format!("Loading {}", path.display()));
+        self.send(Command::LoadDataset { path, options: self.settings.next.load.clone() });
     }
 
     /// Space: start, pause or resume, whichever makes sense.
     pub fn toggle_training(&mut self) {
-        match self.task_state {
+        match self.session.task_state {
             TaskState::Ready => self.start(),
             TaskState::Training => self.send(Command::Pause),
             TaskState::Paused => {
-                let finished = self.run.as_ref().is_some_and(|r| r.step() >= r.planned_steps);
-                if finished {
+                if let Some(run) = self.session.run.as_mut().filter(|r| r.finished()) {
                     // Continue past the plan: as many steps again as the settings say.
-                    let steps =
-                        self.run.as_ref().map_or(0, RunInfo::step) + self.settings.train.steps;
-                    if let Some(run) = self.run.as_mut() {
-                        run.planned_steps = steps;
-                    }
+                    run.planned_steps = run.step() + self.settings.next.train.steps;
+                    let steps = run.planned_steps;
                     self.send(Command::SetSteps { steps });
                 }
                 self.send(Command::Resume);
             }
             TaskState::Empty | TaskState::Loading => {
-                self.warning("Open a dataset first (Ctrl+O, or drop a folder or .zip here).");
+                self.log.warning("Open a dataset first (Ctrl+O, or drop a folder or .zip here).");
             }
         }
     }
 
     pub fn start(&mut self) {
-        if self.task_state != TaskState::Ready {
-            self.warning(format!("Cannot start while {:?}.", self.task_state));
+        if self.session.task_state != TaskState::Ready {
+            let state = self.session.task_state;
+            self.log.warning(format!("Cannot start while {state:?}."));
             return;
         }
-        self.send(Command::SetMemoryBudget { bytes: self.settings.budget_bytes() });
-        self.send(Command::Start { config: self.settings.train.clone() });
-        self.show_file = false;
+        self.send(Command::SetMemoryBudget { bytes: self.settings.next.budget_bytes() });
+        self.send(Command::Start { config: self.settings.next.train.clone() });
+        self.session.show_file = false;
     }
 
     pub fn pause(&mut self) {
@@ -526,15 +388,15 @@ impl SplatApp {
 
     /// Ctrl+N: tear the run down and start again from the init with the current settings.
     pub fn new_run(&mut self) {
-        match self.task_state {
+        match self.session.task_state {
             TaskState::Ready => self.start(),
             TaskState::Training | TaskState::Paused => {
-                self.send(Command::SetMemoryBudget { bytes: self.settings.budget_bytes() });
-                self.send(Command::NewRun { config: Some(self.settings.train.clone()) });
-                self.show_file = false;
+                self.send(Command::SetMemoryBudget { bytes: self.settings.next.budget_bytes() });
+                self.send(Command::NewRun { config: Some(self.settings.next.train.clone()) });
+                self.session.show_file = false;
             }
             TaskState::Empty | TaskState::Loading => {
-                self.warning("Open a dataset first (Ctrl+O).");
+                self.log.warning("Open a dataset first (Ctrl+O).");
             }
         }
     }
@@ -542,67 +404,27 @@ impl SplatApp {
     /// The folder Ctrl+E and Ctrl+S write to.
     #[must_use]
     pub fn exports_dir(&self) -> Option<PathBuf> {
-        if let Some(out) = &self.out {
-            return Some(out.clone());
-        }
-        let path = &self.dataset.as_ref()?.path;
-        let stem = path.file_stem()?.to_string_lossy().into_owned();
-        Some(path.with_file_name(format!("{stem}_exports")))
-    }
-
-    /// `<exports>/<dataset>-run<id>-step<step>.<extension>`.
-    pub(super) fn output_path(&self, extension: &str) -> Option<PathBuf> {
-        let dir = self.exports_dir()?;
-        let stem = self.dataset.as_ref()?.path.file_stem()?.to_string_lossy().into_owned();
-        // The run's, or a failed run's kept splats (no checkpoint of those: no optimizer).
-        let (run, step) = match (&self.run, self.kept) {
-            (Some(run), _) => (run.id, run.step()),
-            (None, Some(kept)) if extension != "ckpt" => kept,
-            _ => return None,
-        };
-        Some(dir.join(format!("{stem}-run{run}-step{step}.{extension}")))
-    }
-
-    /// Crops the view and the exports (as the Crop panel does; for tests and scripts).
-    pub fn set_crop(&mut self, keep: &splat_trainer::formats::filter::Filter) {
-        self.crop.set(keep);
-    }
-
-    /// What a drag over the viewport does (as the Crop panel's "Drag in the view" sets it).
-    pub fn set_select(&mut self, select: super::Select) {
-        self.crop.select = select;
-    }
-
-    /// What a selection is drawn with, and the brush's radius in points (as the Crop panel
-    /// sets them).
-    pub fn set_select_tool(&mut self, tool: super::Tool, brush_radius: f32) {
-        self.crop.tool = tool;
-        self.crop.brush_radius = brush_radius;
-    }
-
-    /// Levels the exports by the cameras' up, or not (the checkbox).
-    pub fn set_level_exports(&mut self, on: bool) {
-        self.level_exports = on;
+        self.session.exports_dir()
     }
 
     /// The up an export is levelled to −y by: the dataset cameras', when the setting is on.
     pub(super) fn export_up(&self) -> Option<[f32; 3]> {
-        let dataset = self.dataset.as_ref().filter(|_| self.level_exports)?;
+        let dataset = self.session.dataset.as_ref().filter(|_| self.training.level_exports)?;
         Some(dataset.up.to_array())
     }
 
     /// Ctrl+E: the run's splats as PLY into the exports folder.
     pub fn export_ply(&mut self) {
-        match self.output_path("ply") {
-            Some(path) => {
-                self.send(Command::Export {
-                    path,
-                    up: self.export_up(),
-                    keep: self.crop.keep().clone(),
-                });
-            }
-            None => self.warning("Nothing to export: start a run first."),
+        match self.session.output_path("ply") {
+            Some(path) => self.export(path),
+            None => self.log.warning("Nothing to export: start a run first."),
         }
+    }
+
+    /// The run's splats, cropped and levelled as the panes say, into `path`.
+    pub(super) fn export(&mut self, path: PathBuf) {
+        let (up, keep) = (self.export_up(), self.crop.keep().clone());
+        self.send(Command::Export { path, up, keep });
     }
 
     /// "Hide likely floaters": asks the task for the dense scene's cells, which the crop
@@ -611,58 +433,105 @@ impl SplatApp {
         self.send(Command::FindSceneCells);
     }
 
-    /// The answer to [`SplatApp::hide_likely_floaters`]: the crop keeps only the dense
-    /// scene's cells.
-    fn crop_to_scene_cells(
-        &mut self,
-        cells: splat_trainer::formats::filter::SceneCells,
-        outside: usize,
-        splats: usize,
-    ) {
-        let keep = splat_trainer::formats::filter::Filter {
-            scene_cells: Some(cells),
-            ..self.crop.keep().clone()
-        };
-        self.crop.restore(&keep);
-        self.info(format!(
-            "Likely floaters: {outside} of {splats} splats are in small clusters apart from the \
-             dense scene and now hidden (Undo, or Floaters hidden in the crop, shows them)"
-        ));
-    }
-
     /// Ctrl+S: a checkpoint into the exports folder.
     pub fn save_checkpoint(&mut self) {
-        match self.output_path("ckpt") {
-            Some(path) => {
-                self.send(Command::SaveCheckpoint { path, crop: self.crop.keep().clone() });
-            }
-            None => self.warning("Nothing to save: start a run first."),
+        match self.session.output_path("ckpt") {
+            Some(path) => self.checkpoint(path),
+            None => self.log.warning("Nothing to save: start a run first."),
         }
     }
 
-    pub(super) fn save_dialog(&mut self, kind: SaveKind) {
-        let extension = if kind == SaveKind::Export { "ply" } else { "ckpt" };
-        match self.output_path(extension) {
-            Some(path) => self.files.save_dialog(kind, path),
-            None => self.warning("Start a run first."),
+    /// A checkpoint of the run, with the crop, into `path`.
+    pub(super) fn checkpoint(&mut self, path: PathBuf) {
+        let crop = self.crop.keep().clone();
+        self.send(Command::SaveCheckpoint { path, crop });
+    }
+
+    /// Starts a turntable video of what the viewport shows (the run's splats or a file's,
+    /// with the crop) into the exports folder.
+    pub fn start_turntable_video(&mut self) {
+        self.start_video(VideoMotion::Turntable);
+    }
+
+    /// Starts a video along the keyframes placed in the viewer (at least two), as
+    /// [`Self::start_turntable_video`] does.
+    pub fn start_path_video(&mut self) {
+        self.start_video(VideoMotion::Path);
+    }
+
+    fn start_video(&mut self, motion: VideoMotion) {
+        if self.video.busy() {
+            return;
+        }
+        let suffix = match motion {
+            VideoMotion::Turntable => "turntable",
+            VideoMotion::Path => "path",
+        };
+        if let Some(subject) = self.video_subject(&format!("{suffix}.mp4")) {
+            self.video.start(motion, subject, self.crop.keep(), &self.gpu, &mut self.log);
+        }
+    }
+
+    /// What a video films (the splats the viewport shows: a file's, or the run's), the
+    /// scene's framing for a turntable, and the path `NAME-{suffix}` it goes to (beside the
+    /// file, or in the exports folder); `None`, with a warning, when nothing is shown.
+    fn video_subject(&mut self, suffix: &str) -> Option<VideoSubject> {
+        if let Some(file) = self.session.shown_file() {
+            let dir =
+                self.session.out.clone().or_else(|| file.path.parent().map(Path::to_path_buf))?;
+            let stem = file.path.file_stem()?.to_string_lossy().into_owned();
+            let (center, radius) = file.focus;
+            let up = splat_trainer::render::view_controller::DEFAULT_UP;
+            return Some(VideoSubject {
+                splats: Arc::clone(&file.splats),
+                framing: (center, radius, up),
+                path: dir.join(format!("{stem}-{suffix}")),
+            });
+        }
+        let session = &self.session;
+        let (Some(latest), Some(dataset), Some(path)) =
+            (self.task.viewer().latest(), session.dataset.as_ref(), session.output_path("mp4"))
+        else {
+            self.log.warning("Nothing to film: start a run or open a splat file first.");
+            return None;
+        };
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        Some(VideoSubject {
+            splats: latest.splats,
+            framing: (dataset.focus.0, dataset.focus.1, dataset.up),
+            path: path.with_file_name(format!("{name}-{suffix}")),
+        })
+    }
+
+    /// Adds a keyframe of the camera path where the viewport's camera is.
+    pub fn add_keyframe(&mut self) {
+        if let Some(camera) = self.viewport.requested_camera {
+            self.video.add_keyframe(&camera, &mut self.log);
+        }
+    }
+
+    /// Writes the camera path to the exports folder as the file `render --path` reads.
+    pub fn save_camera_path(&mut self) {
+        if let Some(subject) = self.video_subject("path.json") {
+            self.video.save_camera_path(subject.path, &mut self.log);
         }
     }
 
     /// Help → Self-test: starts it on the window's device (one at a time).
-    pub(super) fn start_self_test(&mut self, ctx: &egui::Context) {
+    fn start_self_test(&mut self, ctx: &egui::Context) {
         if self.self_test.as_ref().is_some_and(SelfTestWindow::is_running) {
             return;
         }
-        match SelfTestWindow::start(self.gpu.clone(), self.budget(), ctx.clone()) {
+        match SelfTestWindow::start(self.gpu.clone(), self.settings.budget(), ctx.clone()) {
             Ok(window) => {
-                self.info(if self.task_state == TaskState::Training {
+                self.log.info(if self.session.task_state == TaskState::Training {
                     "Self-test started (about a minute; training goes on meanwhile)."
                 } else {
                     "Self-test started (about a minute)."
                 });
                 self.self_test = Some(window);
             }
-            Err(e) => self.error(format!("cannot start the self-test: {e}")),
+            Err(e) => self.log.error(format!("cannot start the self-test: {e}")),
         }
     }
 
@@ -687,13 +556,13 @@ impl SplatApp {
         match action {
             poses::Action::None => {}
             poses::Action::Open { dataset, summary, warnings } => {
-                self.info(summary);
+                self.log.info(summary);
                 for warning in warnings {
-                    self.warning(warning);
+                    self.log.warning(warning);
                 }
-                if matches!(self.task_state, TaskState::Training | TaskState::Paused) {
+                if self.session.running() {
                     // Opening it would end the run: the user opens it when they choose.
-                    self.info(format!(
+                    self.log.info(format!(
                         "The run goes on; open {} (drop it or File / Open) to train on it.",
                         dataset.display()
                     ));
@@ -701,15 +570,13 @@ impl SplatApp {
                     self.load_dataset(dataset);
                 }
             }
-            poses::Action::Ended(Ok(message)) => self.info(message),
-            poses::Action::Ended(Err(message)) => self.error(message),
+            poses::Action::Ended(Ok(message)) => self.log.info(message),
+            poses::Action::Ended(Err(message)) => self.log.error(message),
         }
     }
 
-    // ---- Events ------------------------------------------------------------------------
-
     /// Handles what the other threads sent since the last frame.
-    pub(super) fn poll(&mut self) {
+    fn poll(&mut self) {
         for _ in 0..EVENTS_PER_FRAME {
             let Some(event) = self.task.try_event() else { break };
             self.on_task_event(event);
@@ -718,206 +585,80 @@ impl SplatApp {
             self.on_file_event(event);
         }
         if let Some(e) = self.viewer.take_error() {
-            self.error(e);
+            self.log.error(e);
         }
-        if let Some(result) = self.video.as_mut().and_then(super::video_job::VideoJob::finished)
-            && let Some(job) = self.video.take()
-        {
-            match result {
-                Ok(()) => {
-                    self.info(format!("Video written to {}.", job.path.display()));
-                    self.videos.push(job.path.clone());
-                }
-                Err(_) if job.cancelled() => self.info("Video cancelled."),
-                Err(e) => self.error(format!("The video was not made: {e}")),
-            }
-        }
+        self.video.poll(&mut self.log);
     }
 
-    fn on_task_event(&mut self, event: Event) {
-        match event {
-            Event::State(state) => {
-                self.task_state = state;
-                if state == TaskState::Ready && self.dataset.is_some() {
-                    self.run = None;
-                }
-                if state == TaskState::Ready && std::mem::take(&mut self.start_when_loaded) {
-                    self.start();
-                }
-            }
-            Event::DatasetLoaded { path, train, eval, init_points, dataset } => {
-                self.kept = None;
-                let cameras: Vec<Camera> = dataset.0.views().map(|v| v.camera).collect();
-                let up = scene_up(&cameras);
-                let focus = scene_focus(&cameras);
-                let init = if init_points > 0 {
-                    format!("{init_points} init points")
-                } else {
-                    "random init".into()
-                };
-                self.info(format!(
-                    "Loaded {}: {train} training and {eval} eval views, {init}.",
-                    path.display()
-                ));
-                self.loading = None;
-                self.history = History::default();
-                // A camera path is in its scene's coordinates.
-                self.keyframes.clear();
-                self.dataset = Some(LoadedDataset { path, dataset: dataset.0, up, focus });
-                self.show_file = false;
-                // The initial splats from the first camera, its image beside; moving the
-                // view from there orbits the scene's focus.
-                self.jump_to_camera(0);
-            }
-            Event::RunStarted { run, splats, steps } => {
-                self.kept = None;
-                self.info(format!("Run {run}: {splats} splats, {steps} steps."));
-                self.run = Some(RunInfo::new(run, steps));
-                self.history = History::default();
-            }
-            Event::Step(stats) => {
-                self.history.step(&stats);
-                if let Some(run) = self.run.as_mut() {
-                    run.record(stats);
-                }
-            }
-            Event::Metrics(metrics) => {
-                self.history.metrics(&metrics);
-                if let Some(run) = self.run.as_mut() {
-                    run.last_metrics = Some(metrics);
-                }
-            }
-            Event::Eval(eval) => {
-                self.history.eval(&eval);
-                let compensated = eval.compensated_psnr.map_or_else(String::new, |p| {
-                    format!("; {p:.2} dB with each view's colours fitted on its left half")
-                });
-                self.info(format!(
-                    "Step {}: eval PSNR {:.2} dB, SSIM {:.4} ({} views{compensated}).",
-                    eval.step, eval.psnr, eval.ssim, eval.views
-                ));
-            }
-            Event::Appearance(views) => self.history.appearance(&views),
-            Event::Finished { step } => {
-                self.info(format!(
-                    "Finished {step} steps. Export it (Ctrl+E), or press Space to train on."
-                ));
-            }
-            Event::Memory(snapshot) => {
-                self.history.memory(&snapshot);
-                self.memory = Some(snapshot);
-            }
-            Event::Exported(path) => {
-                self.info(format!("Exported {}", path.display()));
-                self.exported.push(path);
-            }
-            Event::CheckpointSaved(path) => {
-                self.info(format!("Saved checkpoint {}", path.display()));
-                self.checkpoints.push(path);
-            }
-            Event::Crop(crop) => self.crop.restore(&crop),
-            Event::SceneCells { cells, outside, splats } => {
-                self.crop_to_scene_cells(*cells, outside, splats);
-            }
-            Event::Warning(message) => self.warning(message),
-            Event::RunFailed { run, message, kept, .. } => {
-                self.kept = kept.map(|step| (run, step));
-                self.error(message);
-            }
-            Event::Error(message) => {
-                if self.loading.take().is_some() {
-                    self.dataset = None;
-                }
-                self.error(message);
-            }
-            Event::Pong { .. } => {}
-            Event::Prediction { peak_bytes, budget_bytes, max_splats, images } => {
-                self.prediction = Some((peak_bytes, budget_bytes, max_splats));
-                self.images = images;
-            }
-        }
-    }
-
-    // ---- Viewport ----------------------------------------------------------------------
-
-    /// What the viewport shows now.
-    pub(super) fn source(&self) -> viewer::Source {
-        match &self.viewed_file {
-            Some(file) if self.show_file || self.run.is_none() => {
-                viewer::Source::File(Arc::clone(&file.splats))
-            }
-            // The run's splats, or before any run the dataset's initial ones (the trainer
-            // puts those in the same slot).
-            _ if self.run.is_some() || self.dataset.is_some() => viewer::Source::Run,
-            _ => viewer::Source::Nothing,
-        }
-    }
+    // ---- For tests and scripts ---------------------------------------------------------
 
     /// Jumps to a dataset camera (its image shows beside the render).
     pub fn jump_to_camera(&mut self, index: usize) {
-        let Some(loaded) = &self.dataset else { return };
-        if let Some(view) = loaded.dataset.views().nth(index) {
-            self.view = ViewController::from_camera(&view.camera, loaded.up, loaded.focus.1);
-            self.view_mode = ViewMode::DatasetCamera(index);
-        }
+        self.viewport.jump_to_camera(&self.session, index);
     }
 
-    /// The dataset camera fitted into `available` pixels (same aspect and framing as its
-    /// image), or the free camera filling them.
-    pub(super) fn viewport_camera(&self, width: u32, height: u32) -> Option<Camera> {
-        if let ViewMode::DatasetCamera(index) = self.view_mode
-            && let Some(view) = self.dataset.as_ref().and_then(|d| d.dataset.views().nth(index))
-        {
-            let c = view.camera;
-            let scale = (width as f32 / c.width as f32).min(height as f32 / c.height as f32);
-            let w = ((c.width as f32 * scale).round() as u32).max(1);
-            let h = ((c.height as f32 * scale).round() as u32).max(1);
-            return Some(Camera {
-                width: w,
-                height: h,
-                fx: c.fx * scale,
-                fy: c.fy * scale,
-                cx: c.cx * scale,
-                cy: c.cy * scale,
-                world_from_camera: c.world_from_camera,
-            });
-        }
-        (width > 0 && height > 0).then(|| self.view.camera(width, height))
+    /// Crops the view and the exports (as the Crop panel does).
+    pub fn set_crop(&mut self, keep: &splat_trainer::formats::filter::Filter) {
+        self.crop.set(keep);
+    }
+
+    /// What a drag over the viewport does (as the Crop panel's "Drag in the view" sets it).
+    pub fn set_select(&mut self, select: super::Select) {
+        self.crop.select = select;
+    }
+
+    /// What a selection is drawn with, and the brush's radius in points (as the Crop panel
+    /// sets them).
+    pub fn set_select_tool(&mut self, tool: super::Tool, brush_radius: f32) {
+        self.crop.tool = tool;
+        self.crop.brush_radius = brush_radius;
+    }
+
+    /// Levels the exports by the cameras' up, or not (the checkbox).
+    pub fn set_level_exports(&mut self, on: bool) {
+        self.training.level_exports = on;
+    }
+
+    /// The length and frame size of the next turntable video (the panel's fields).
+    pub fn set_video(&mut self, seconds: f64, size: (u32, u32)) {
+        self.video.seconds = seconds;
+        self.video.size = size;
     }
 
     /// A summary for tests.
     #[must_use]
     pub fn ui_state(&self) -> UiState {
+        let session = &self.session;
+        let frame = self.viewer.frame();
         UiState {
-            task: self.task_state,
-            dataset: self.dataset.as_ref().map(|d| d.path.clone()),
-            init: self.init.clone(),
-            run: self.run.as_ref().map(|r| r.id),
-            step: self.run.as_ref().map_or(0, RunInfo::step),
-            viewing_file: self.viewed_file.as_ref().map(|f| f.path.clone()),
+            task: session.task_state,
+            dataset: session.dataset.as_ref().map(|d| d.path.clone()),
+            init: session.init.clone(),
+            run: session.run.as_ref().map(|r| r.id),
+            step: session.run.as_ref().map_or(0, RunInfo::step),
+            viewing_file: session.viewed_file.as_ref().map(|f| f.path.clone()),
             exported: self.exported.clone(),
-            videos: self.videos.clone(),
-            camera_paths: self.keyframes.saved.clone(),
-            keyframes: self.keyframes.len(),
+            videos: self.video.videos.clone(),
+            camera_paths: self.video.keyframes.saved.clone(),
+            keyframes: self.video.keyframes.len(),
             checkpoints: self.checkpoints.clone(),
-            errors: self.errors.clone(),
-            frame: self.viewer.frame().map(|f| f.run_step),
-            frame_splats: self.viewer.frame().map_or(0, |f| f.splats),
-            frame_current: self
-                .viewer
-                .frame()
-                .is_some_and(|f| Some(f.camera) == self.requested_camera),
+            errors: self.log.errors().to_vec(),
+            frame: frame.as_ref().map(|f| f.run_step),
+            frame_splats: frame.as_ref().map_or(0, |f| f.splats),
+            frame_current: frame
+                .as_ref()
+                .is_some_and(|f| Some(f.camera) == self.viewport.requested_camera),
             self_test: self.self_test.as_ref().and_then(SelfTestWindow::passed),
             poses_window: self.poses.is_some(),
             crop: self.crop.keep().clone(),
-            crop_handles: self.layout.crop_handles.clone(),
-            viewport: self.layout.rect,
+            crop_handles: self.viewport.layout.crop_handles.clone(),
+            viewport: self.viewport.layout.rect,
         }
     }
 
     /// Clears the notification over the viewport (tests take snapshots without it).
     pub fn clear_notification(&mut self) {
-        self.toast = None;
+        self.log.clear_toast();
     }
 
     /// Shows or hides the log panel (its timestamps differ from run to run, so pixel-exact
@@ -936,18 +677,24 @@ impl SplatApp {
 impl eframe::App for SplatApp {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         self.poll();
-        self.handle_input(ui.ctx());
-        self.draw(ui);
+        let mut input = Vec::new();
+        menu::input(ui.ctx(), &mut input);
+        for event in input {
+            self.route(ui.ctx(), event);
+        }
+        for event in self.draw(ui) {
+            self.route(ui.ctx(), event);
+        }
         self.self_test_window(ui.ctx());
         self.poses_window(ui.ctx());
-        if matches!(self.task_state, TaskState::Loading | TaskState::Training) {
+        if matches!(self.session.task_state, TaskState::Loading | TaskState::Training) {
             // Progress and the viewport change continuously; events also wake us.
             ui.ctx().request_repaint_after(Duration::from_millis(100));
         }
-        if self.current_toast().is_some() {
+        if self.log.toast().is_some() {
             ui.ctx().request_repaint_after(Duration::from_millis(500));
         }
-        if self.video.is_some() {
+        if self.video.busy() {
             ui.ctx().request_repaint_after(Duration::from_millis(200));
         }
     }

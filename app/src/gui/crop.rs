@@ -20,6 +20,8 @@ use splat_trainer::formats::filter::{
     CropBox, CropSphere, Filter, MAX_SELECTIONS, Selection, segment_distance_squared,
 };
 
+use super::event::UiEvent;
+
 /// The brush's radius at first, in screen points.
 const BRUSH_RADIUS: f32 = 20.0;
 
@@ -147,8 +149,15 @@ impl Crop {
     }
 
     /// The crop's controls. `focus` (the scene's centre and radius) places a new box around
-    /// the scene.
-    pub fn ui(&mut self, ui: &mut egui::Ui, focus: Option<(Vec3, f32)>) {
+    /// the scene; `has_run`: there is a run to find floaters in
+    /// ([`UiEvent::HideLikelyFloaters`]).
+    pub(super) fn ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        focus: Option<(Vec3, f32)>,
+        has_run: bool,
+        events: &mut Vec<UiEvent>,
+    ) {
         let mut keep = self.keep.clone();
         let (center, radius) = focus.unwrap_or((Vec3::ZERO, 1.0));
         // A drag of 200 pixels moves an edge by the scene's radius.
@@ -239,6 +248,16 @@ impl Crop {
             )
             .small(),
         );
+        if ui
+            .add_enabled(has_run, egui::Button::new("Hide likely floaters"))
+            .on_hover_text(
+                "Hides the small clusters of splats apart from the dense scene, wherever \
+                 they are (Undo shows them again)",
+            )
+            .clicked()
+        {
+            events.push(UiEvent::HideLikelyFloaters);
+        }
     }
 
     /// Selections: what a drag over the viewport does and draws, and the selections held.
@@ -349,6 +368,17 @@ fn box_ui(ui: &mut egui::Ui, crop_box: &mut CropBox, speed: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gui::event::{UiEvent, clicks};
+
+    #[test]
+    fn hide_likely_floaters_asks_for_them_when_there_is_a_run() {
+        let mut crop = Crop::default();
+        let mut pane = |has_run| {
+            clicks(&["Hide likely floaters"], |ui, events| crop.ui(ui, None, has_run, events))
+        };
+        assert_eq!(pane(true), [UiEvent::HideLikelyFloaters]);
+        assert_eq!(pane(false), []);
+    }
 
     fn floor(m: f32) -> Filter {
         Filter { min_opacity: Some(m), ..Filter::default() }

@@ -3,11 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use egui_plot::PlotPoint;
+use egui_plot::{Legend, Line, Plot, PlotPoint, PlotPoints};
 
 use splat_trainer::appearance::ViewAppearance;
 use splat_trainer::render::{Category, LedgerSnapshot};
 use splat_trainer::train::{EvalStats, StepMetrics, StepStats};
+
+/// Height of the plots (and so of the bottom panel), in points.
+const PLOT_HEIGHT: f32 = 190.0;
 
 /// Points a series keeps at most; past it, every other point is dropped and from then on
 /// only every `stride`-th step is kept, so a 1M-step run costs what a 4k-step run does.
@@ -111,6 +114,48 @@ impl History {
         }
     }
 
+    /// The plots pane: loss, PSNR, splats, memory and (with appearance) each view's exposure.
+    pub(super) fn ui(&self, ui: &mut egui::Ui) {
+        // A fixed height: a plot sized from the panel's height would grow the resizable panel
+        // a little every frame.
+        let height = PLOT_HEIGHT;
+        let history = self;
+        let appearance = !history.appearance[0].is_empty();
+        ui.columns(if appearance { 5 } else { 4 }, |columns| {
+            plot_titled(&mut columns[0], "loss", height, false, |plot| {
+                plot.line(Line::new("loss", PlotPoints::Borrowed(history.loss.points())));
+            });
+            plot_titled(&mut columns[1], "PSNR (dB)", height, true, |plot| {
+                plot.line(Line::new("train", PlotPoints::Borrowed(history.train_psnr.points())));
+                plot.line(Line::new("eval", PlotPoints::Borrowed(history.eval_psnr.points())));
+            });
+            plot_titled(&mut columns[2], "splats", height, false, |plot| {
+                plot.line(Line::new("splats", PlotPoints::Borrowed(history.splats.points())));
+            });
+            plot_titled(&mut columns[3], "GPU memory (MiB)", height, true, |plot| {
+                for (category, series) in &history.memory {
+                    if series.points().iter().any(|p| p.y > 0.0) {
+                        plot.line(Line::new(
+                            category.name(),
+                            PlotPoints::Borrowed(series.points()),
+                        ));
+                    }
+                }
+            });
+            if appearance {
+                plot_titled(&mut columns[4], "exposure by view (stops)", height, true, |plot| {
+                    for (name, points) in
+                        ["red", "green", "blue"].into_iter().zip(&history.appearance)
+                    {
+                        plot.points(
+                            egui_plot::Points::new(name, PlotPoints::Borrowed(points)).radius(2.0),
+                        );
+                    }
+                });
+            }
+        });
+    }
+
     /// Points held in all series.
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -120,6 +165,22 @@ impl History {
             + self.splats.points.len()
             + self.memory.values().map(|s| s.points.len()).sum::<usize>()
     }
+}
+
+/// A plot under a title; a legend when it has several lines.
+fn plot_titled<'a>(
+    ui: &mut egui::Ui,
+    title: &str,
+    height: f32,
+    legend: bool,
+    lines: impl FnOnce(&mut egui_plot::PlotUi<'a>) + 'a,
+) {
+    ui.small(title);
+    let mut plot = Plot::new(title).height(height - 16.0).allow_scroll(false);
+    if legend {
+        plot = plot.legend(Legend::default().position(egui_plot::Corner::LeftTop));
+    }
+    plot.show(ui, lines);
 }
 
 #[cfg(test)]

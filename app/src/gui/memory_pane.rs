@@ -3,19 +3,46 @@
 
 use std::time::{Duration, Instant};
 
+use splat_trainer::config::TrainConfig;
 use splat_trainer::memory::{MemoryModel, RunShape};
-use splat_trainer::render::{Category, Owner};
+use splat_trainer::render::{Category, Ledger, LedgerSnapshot, Owner};
 use splat_trainer::task::TaskState;
 use splat_trainer::train::ImagePlacement;
 
-use super::app::SplatApp;
+use super::session::Session;
 use crate::human_bytes;
 
-impl SplatApp {
-    pub(super) fn memory_panel(&mut self, ui: &mut egui::Ui) {
+pub(super) struct MemoryPane {
+    /// The trainer's latest ledger snapshot (the status bar's total).
+    pub latest: Option<LedgerSnapshot>,
+    /// The pane's own snapshot and when it was taken.
+    view: Option<(Instant, LedgerSnapshot)>,
+    /// The task's prediction for the run: peak bytes, budget bytes, splats it is capped at.
+    pub prediction: Option<(u64, u64, u32)>,
+    /// Where the current run keeps its images (from the task's prediction).
+    pub images: ImagePlacement,
+}
+
+impl Default for MemoryPane {
+    fn default() -> Self {
+        Self { latest: None, view: None, prediction: None, images: ImagePlacement::Resident }
+    }
+}
+
+impl MemoryPane {
+    /// The ledger's allocations by owner and category; while training, the run's measured
+    /// bytes beside the memory model's for its splats now (`train`: the settings it runs
+    /// with).
+    pub(super) fn ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        ledger: &Ledger,
+        session: &Session,
+        train: &TrainConfig,
+    ) {
         ui.heading("GPU memory");
-        self.refresh_ledger_view();
-        let Some((_, snapshot)) = &self.ledger_view else { return };
+        self.refresh(ledger);
+        let Some((_, snapshot)) = &self.view else { return };
         ui.label(format!(
             "Now {} · peak {}",
             human_bytes(snapshot.total_bytes),
@@ -29,8 +56,8 @@ impl SplatApp {
             ));
         }
         // While training: a paused run keeps only its parameters on the GPU.
-        if self.task_state == TaskState::Training
-            && let Some((run, splats, model)) = self.run_now_predicted()
+        if session.task_state == TaskState::Training
+            && let Some((run, splats, model)) = self.run_now_predicted(session, train)
         {
             let measured = snapshot.owner_bytes(Owner::Run(run));
             let ratio = measured as f64 / model.max(1) as f64;
@@ -101,29 +128,26 @@ impl SplatApp {
 
     /// The memory model's bytes for the current run as it is now (its splat count), to set
     /// beside the ledger's measurement: `(run, splats, bytes)`.
-    pub(super) fn run_now_predicted(&self) -> Option<(u64, u32, u64)> {
-        let run = self.run.as_ref()?;
+    fn run_now_predicted(&self, session: &Session, train: &TrainConfig) -> Option<(u64, u32, u64)> {
+        let run = session.run.as_ref()?;
         let splats = run.last?.splats;
-        let dataset = &self.dataset.as_ref()?.dataset;
-        let appearance = self.settings.train.appearance.resolve(&dataset.train).is_on();
+        let dataset = &session.dataset.as_ref()?.dataset;
+        let appearance = train.appearance.resolve(&dataset.train).is_on();
         let views = if appearance { dataset.train.len() as u32 } else { 0 };
-        let shape =
-            RunShape::for_dataset(dataset, u64::from(splats), self.settings.train.sh_degree)
-                .with_precision(self.settings.train.sh_precision)
-                .with_appearance(views);
+        let shape = RunShape::for_dataset(dataset, u64::from(splats), train.sh_degree)
+            .with_precision(train.sh_precision)
+            .with_appearance(views);
         let shape = if self.images == ImagePlacement::Streamed { shape.streamed() } else { shape };
         Some((run.id, splats, MemoryModel::default().predict(&shape).peak_bytes))
     }
 
     /// Refreshes the memory panel's ledger snapshot at most every 250 ms (a snapshot copies
     /// every live allocation's label: not worth doing at the frame rate).
-    pub(super) fn refresh_ledger_view(&mut self) {
-        let stale = self
-            .ledger_view
-            .as_ref()
-            .is_none_or(|(at, _)| at.elapsed() >= Duration::from_millis(250));
+    fn refresh(&mut self, ledger: &Ledger) {
+        let stale =
+            self.view.as_ref().is_none_or(|(at, _)| at.elapsed() >= Duration::from_millis(250));
         if stale {
-            self.ledger_view = Some((Instant::now(), self.gpu.ledger().snapshot()));
+            self.view = Some((Instant::now(), ledger.snapshot()));
         }
     }
 }

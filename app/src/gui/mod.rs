@@ -10,20 +10,26 @@
 mod app;
 mod crop;
 mod crop_handles;
+mod event;
 mod file_events;
 mod files;
 mod history;
 mod keyframes;
+mod log_pane;
 mod memory_pane;
-mod panels;
+mod menu;
 mod poses;
 pub mod sample;
 mod screen;
 mod self_test;
+mod session;
 mod settings_pane;
+mod task_events;
+mod training_pane;
 mod video_job;
 mod video_pane;
 mod viewer;
+mod viewport;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,15 +1,17 @@
-//! The training panel's settings: the next run's [`super::app::Settings`] (the command line's
-//! own types) as a grid of rows, what a run with them would reach and its predicted memory.
+//! The settings pane: the next run's [`Settings`] (the command line's own types) as a grid of
+//! rows, what a run with them would reach and its predicted memory.
 
 use egui::Color32;
 use splat_trainer::appearance::Compensation;
-use splat_trainer::config::{DEFAULT_ALPHA_LOSS_WEIGHT, Progressive, Transparency};
+use splat_trainer::config::{DEFAULT_ALPHA_LOSS_WEIGHT, Progressive, TrainConfig, Transparency};
+use splat_trainer::dataset::{Dataset, LoadOptions};
 use splat_trainer::densify::Strategy;
-use splat_trainer::memory::MemoryModel;
+use splat_trainer::memory::{MemoryBudget, MemoryModel};
 use splat_trainer::render::ShPrecision;
 use splat_trainer::task::TaskState;
 
-use super::app::SplatApp;
+use super::event::UiEvent;
+use super::session::Session;
 use crate::human_bytes;
 
 /// What the strategies do, for the strategy setting's tooltip.
@@ -22,14 +24,56 @@ const STRATEGY_HINT: &str = "How splats grow and go. Compact (the default): 3DGS
 const SH_PRECISION_HINT: &str = "How the view-dependent colour (SH bands 1-3) and its optimizer \
     state are stored on the GPU: f16 takes 252 fewer bytes a splat at degree 3";
 
-impl SplatApp {
-    pub(super) fn settings_section(&mut self, ui: &mut egui::Ui) {
+/// The settings of the next run, as the settings pane edits them: the command line's own
+/// types, so that a setting added there is here too.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// How the dataset is loaded (applied when it is (re)loaded).
+    pub load: LoadOptions,
+    pub train: TrainConfig,
+    pub memory_budget_mib: u64,
+}
+
+impl Settings {
+    #[must_use]
+    pub fn budget_bytes(&self) -> u64 {
+        self.memory_budget_mib.saturating_mul(1 << 20)
+    }
+}
+
+pub(super) struct SettingsPane {
+    /// The settings of the next run.
+    pub next: Settings,
+    /// The budget the driver (or the host's memory) gives runs on this device, and why.
+    default_budget: MemoryBudget,
+}
+
+impl SettingsPane {
+    pub(super) fn new(settings: Settings, default_budget: MemoryBudget) -> Self {
+        Self { next: settings, default_budget }
+    }
+
+    /// The memory budget of the settings: the default (and where it came from) unless the
+    /// user changed it.
+    pub(super) fn budget(&self) -> MemoryBudget {
+        let bytes = self.next.budget_bytes();
+        if bytes == self.default_budget.bytes >> 20 << 20 {
+            self.default_budget
+        } else {
+            MemoryBudget::given(bytes)
+        }
+    }
+
+    /// The grid of settings, what a run with them would reach, and a button to reload the
+    /// dataset where it was loaded otherwise. Sends [`UiEvent::SetSteps`] when the steps
+    /// change during a run (the only setting a run takes while it goes on).
+    pub(super) fn ui(&mut self, ui: &mut egui::Ui, session: &Session, events: &mut Vec<UiEvent>) {
         ui.heading("Settings");
-        let editable = matches!(self.task_state, TaskState::Ready | TaskState::Empty);
-        let settings_before = self.settings.clone();
+        let editable = matches!(session.task_state, TaskState::Ready | TaskState::Empty);
+        let steps_before = self.next.train.steps;
         let default_budget = format!("Default: {}", self.default_budget);
         egui::Grid::new("settings").num_columns(2).striped(true).show(ui, |ui| {
-            let settings = &mut self.settings;
+            let settings = &mut self.next;
             let label = ui.label("Steps");
             ui.add(egui::DragValue::new(&mut settings.train.steps).range(1..=1_000_000).speed(100))
                 .labelled_by(label.id);
@@ -90,32 +134,25 @@ impl SplatApp {
             .labelled_by(label.id);
             ui.end_row();
         });
-        if self.settings.train.steps != settings_before.train.steps
-            && let Some(run) = self.run.as_mut()
-            && matches!(self.task_state, TaskState::Training | TaskState::Paused)
-        {
-            // Steps can change during a run.
-            run.planned_steps = self.settings.train.steps;
-            let steps = self.settings.train.steps;
-            if let Err(e) = self.task.send(splat_trainer::task::Command::SetSteps { steps }) {
-                self.error(format!("the trainer did not take the command: {e}"));
-            }
+        let steps = self.next.train.steps;
+        if steps != steps_before && session.run.is_some() && session.running() {
+            events.push(UiEvent::SetSteps(steps));
         }
-        // What a run on the loaded dataset would reach (nothing to say without one).
-        if self.dataset.is_some() {
-            let splats = match self.expected_splats() {
+        if let Some(loaded) = &session.dataset {
+            let dataset = &loaded.dataset;
+            // What a run on the loaded dataset would reach.
+            let splats = match self.expected_splats(dataset) {
                 Some(most) => format!("Splats: up to {most} with these settings"),
                 None => {
                     format!(
                         "Splats: as many as the images ask, up to {}",
-                        self.settings.train.max_splats
+                        self.next.train.max_splats
                     )
                 }
             };
             ui.label(splats);
-        }
-        if let Some((peak, fits)) = self.predicted() {
-            let budget = self.settings.budget_bytes();
+            let (peak, fits) = self.predicted(dataset);
+            let budget = self.next.budget_bytes();
             let text = format!("Predicted peak {} of {}", human_bytes(peak), human_bytes(budget));
             if peak > budget {
                 ui.colored_label(Color32::from_rgb(230, 160, 40), text)
@@ -123,48 +160,43 @@ impl SplatApp {
             } else {
                 ui.label(text);
             }
-        }
-        self.reload_button(ui);
-    }
-
-    /// A button to reload the dataset when it was loaded otherwise than the settings now say
-    /// (a larger image than the resolution asks for, or the other alpha handling).
-    pub(super) fn reload_button(&mut self, ui: &mut egui::Ui) {
-        let wanted = self.settings.load.clone();
-        let stale = self.dataset.as_ref().is_some_and(|d| {
-            let loaded = &d.dataset.options;
-            let side = d.dataset.train.first().map_or(0, |v| v.camera.width.max(v.camera.height));
-            loaded.alpha_as_mask != wanted.alpha_as_mask || side > wanted.max_resolution
-        });
-        if stale && ui.button("Reload with these settings").clicked() {
-            self.reload_dataset();
+            if self.stale(dataset) && ui.button("Reload with these settings").clicked() {
+                events.push(UiEvent::ReloadDataset);
+            }
         }
     }
 
-    /// Predicted peak GPU bytes of a run with the current settings, and the most splats the
-    /// budget allows.
-    pub(super) fn predicted(&self) -> Option<(u64, u64)> {
-        let dataset = &self.dataset.as_ref()?.dataset;
+    /// The dataset was loaded otherwise than the settings now say (a larger image than the
+    /// resolution asks for, or the other alpha handling).
+    fn stale(&self, dataset: &Dataset) -> bool {
+        let wanted = &self.next.load;
+        let side = dataset.train.first().map_or(0, |v| v.camera.width.max(v.camera.height));
+        dataset.options.alpha_as_mask != wanted.alpha_as_mask || side > wanted.max_resolution
+    }
+
+    /// Predicted peak GPU bytes of a run with the current settings on `dataset`, and the most
+    /// splats the budget allows.
+    fn predicted(&self, dataset: &Dataset) -> (u64, u64) {
+        let train = &self.next.train;
         let model = MemoryModel::default();
-        let budget = self.settings.budget_bytes();
+        let budget = self.next.budget_bytes();
         // The task also caps by the device's binding limits; the budget is what the user sets.
-        let appearance = self.settings.train.appearance.resolve(&dataset.train).is_on();
-        let sh = (self.settings.train.sh_degree, self.settings.train.sh_precision, appearance);
-        let shape = model.plan_run(dataset, self.settings.train.max_splats, sh, budget, None).shape;
+        let appearance = train.appearance.resolve(&dataset.train).is_on();
+        let sh = (train.sh_degree, train.sh_precision, appearance);
+        let shape = model.plan_run(dataset, train.max_splats, sh, budget, None).shape;
         let peak = model.predict(&shape).peak_bytes;
         let fits = model.max_splats_for_budget(budget, &shape);
-        Some((peak, fits))
+        (peak, fits)
     }
 
-    /// The most splats the next run on the loaded dataset can reach with the current settings,
-    /// where its strategy bounds it (see [`Strategy::most_splats`]), from its initial points.
-    pub(super) fn expected_splats(&self) -> Option<u32> {
-        let dataset = &self.dataset.as_ref()?.dataset;
+    /// The most splats the next run on `dataset` can reach with the current settings, where
+    /// its strategy bounds it (see [`Strategy::most_splats`]), from its initial points.
+    fn expected_splats(&self, dataset: &Dataset) -> Option<u32> {
         let initial = dataset.init_points.as_ref().map_or(
             splat_trainer::task::RANDOM_INIT_POINTS,
             splat_trainer::formats::PointCloud::len,
         );
-        let config = self.settings.train.clone();
+        let config = &self.next.train;
         let initial = u32::try_from(initial).unwrap_or(u32::MAX);
         config.strategy.most_splats(initial, config.steps, config.max_splats)
     }

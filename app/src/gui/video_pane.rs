@@ -1,16 +1,67 @@
-//! Videos from the window: the turntable and camera-path controls, keyframes placed in the
-//! viewer, and the video jobs they start (`video_job.rs` runs them).
+//! The video pane: the turntable and camera-path controls, the keyframes placed in the
+//! viewer, and the video being made (`video_job.rs` runs it).
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::app::{SplatApp, VideoMotion, VideoSubject, ViewMode, unused_name};
+use glam::Vec3;
+use splat_trainer::formats::filter::Filter;
+use splat_trainer::render::{Camera, GpuContext, GpuSplats};
 
-impl SplatApp {
+use super::event::{UiEvent, VideoMotion};
+use super::keyframes::Keyframes;
+use super::log_pane::LogPane;
+use super::session::unused_name;
+use super::video_job::{self, VideoJob};
+
+/// What a video films: the splats, the scene's framing (centre, radius, up) and the file.
+pub(super) struct VideoSubject {
+    pub splats: Arc<GpuSplats>,
+    pub framing: (Vec3, f32, Vec3),
+    pub path: PathBuf,
+}
+
+pub(super) struct VideoPane {
+    /// The video being made.
+    job: Option<VideoJob>,
+    /// The length of the next turntable, in seconds, and the frame size of the next video.
+    pub seconds: f64,
+    pub size: (u32, u32),
+    /// The camera path placed in the viewer.
+    pub keyframes: Keyframes,
+    /// The videos written.
+    pub videos: Vec<PathBuf>,
+}
+
+impl Default for VideoPane {
+    fn default() -> Self {
+        Self {
+            job: None,
+            seconds: 6.0,
+            size: (1280, 720),
+            keyframes: Keyframes::default(),
+            videos: Vec::new(),
+        }
+    }
+}
+
+impl VideoPane {
+    /// A video is being made.
+    pub(super) fn busy(&self) -> bool {
+        self.job.is_some()
+    }
+
     /// Turntable video: the button and its length, or the running video's progress and
-    /// Cancel.
-    pub(super) fn video_controls(&mut self, ui: &mut egui::Ui, has_splats: bool) {
-        if let Some(job) = &self.video {
+    /// Cancel; then the camera path's controls. `can_film`: there are splats to film;
+    /// `has_camera`: the viewport has a camera to place a keyframe at.
+    pub(super) fn ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        can_film: bool,
+        has_camera: bool,
+        events: &mut Vec<UiEvent>,
+    ) {
+        if let Some(job) = &self.job {
             let (rendered, encoded, total) = job.progress();
             let (done, what) =
                 if rendered < total { (rendered, "rendering") } else { (encoded, "encoding") };
@@ -24,7 +75,6 @@ impl SplatApp {
             }
             return;
         }
-        let can_film = has_splats || self.viewed_file.is_some();
         if ui
             .add_enabled(can_film, egui::Button::new("Turntable video"))
             .on_hover_text(
@@ -33,24 +83,30 @@ impl SplatApp {
             )
             .clicked()
         {
-            self.start_turntable_video();
+            events.push(UiEvent::StartVideo(VideoMotion::Turntable));
         }
-        ui.add(egui::DragValue::new(&mut self.video_seconds).range(1.0..=120.0).suffix(" s"));
-        self.camera_path_controls(ui, can_film);
+        ui.add(egui::DragValue::new(&mut self.seconds).range(1.0..=120.0).suffix(" s"));
+        self.camera_path_ui(ui, can_film, has_camera, events);
     }
 
     /// The camera path: keyframes placed where the viewport's camera is, and its video.
-    pub(super) fn camera_path_controls(&mut self, ui: &mut egui::Ui, can_film: bool) {
+    fn camera_path_ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        can_film: bool,
+        has_camera: bool,
+        events: &mut Vec<UiEvent>,
+    ) {
         ui.horizontal(|ui| {
             if ui
-                .add_enabled(self.requested_camera.is_some(), egui::Button::new("Add keyframe"))
+                .add_enabled(has_camera, egui::Button::new("Add keyframe"))
                 .on_hover_text(
                     "A keyframe of a camera path where the view is now: the path video goes \
                      smoothly through them, in order",
                 )
                 .clicked()
             {
-                self.add_keyframe();
+                events.push(UiEvent::AddKeyframe);
             }
             ui.add(
                 egui::DragValue::new(&mut self.keyframes.gap)
@@ -71,14 +127,14 @@ impl SplatApp {
                 .on_hover_text("Along the keyframes into an .mp4 in the exports folder (ffmpeg)")
                 .clicked()
             {
-                self.start_path_video();
+                events.push(UiEvent::StartVideo(VideoMotion::Path));
             }
             if ui
                 .add_enabled(has_path, egui::Button::new("Save path"))
                 .on_hover_text("The path as a file for splatforge render --path")
                 .clicked()
             {
-                self.save_camera_path();
+                events.push(UiEvent::SaveCameraPath);
             }
             if ui.button("Remove last").clicked() {
                 self.keyframes.remove_last();
@@ -89,106 +145,70 @@ impl SplatApp {
         });
     }
 
-    pub(super) fn step_camera(&mut self, count: usize, delta: isize) {
-        let current = match self.view_mode {
-            ViewMode::DatasetCamera(i) => i as isize,
-            ViewMode::Free => -1,
-        };
-        let next = (current + delta).rem_euclid(count as isize) as usize;
-        self.jump_to_camera(next);
-    }
-
-    /// Starts a turntable video of what the viewport shows (the run's splats or a file's,
-    /// with the crop) into the exports folder.
-    pub fn start_turntable_video(&mut self) {
-        self.start_video(VideoMotion::Turntable);
-    }
-
-    /// Starts a video along the keyframes placed in the viewer (at least two), as
-    /// [`Self::start_turntable_video`] does.
-    pub fn start_path_video(&mut self) {
-        self.start_video(VideoMotion::Path);
-    }
-
-    pub(super) fn start_video(&mut self, motion: VideoMotion) {
-        if self.video.is_some() {
+    /// Starts a video of `subject` (its path ends in `-turntable.mp4` or `-path.mp4`), the
+    /// crop `keep` applied; says in `log` why not where it cannot.
+    pub(super) fn start(
+        &mut self,
+        motion: VideoMotion,
+        subject: VideoSubject,
+        keep: &Filter,
+        gpu: &GpuContext,
+        log: &mut LogPane,
+    ) {
+        if self.job.is_some() {
             return;
         }
-        let suffix = match motion {
-            VideoMotion::Turntable => "turntable",
-            VideoMotion::Path => "path",
-        };
-        let Some((splats, framing, path)) = self.video_subject(&format!("{suffix}.mp4")) else {
-            return;
-        };
-        let path = unused_name(path);
+        let path = unused_name(subject.path);
         if let Some(dir) = path.parent()
             && let Err(e) = std::fs::create_dir_all(dir)
         {
-            self.error(format!("{}: cannot make the folder: {e}", dir.display()));
-            return;
+            return log.error(format!("{}: cannot make the folder: {e}", dir.display()));
         }
-        let fps = super::video_job::FPS;
+        let fps = video_job::FPS;
         let cameras = match motion {
             VideoMotion::Turntable => {
-                crate::video::turntable(framing, self.video_seconds, fps, self.video_size)
+                crate::video::turntable(subject.framing, self.seconds, fps, self.size)
             }
             VideoMotion::Path => match self.keyframes.path() {
-                Ok(camera_path) => crate::video::path_cameras(&camera_path, fps, self.video_size),
-                Err(e) => return self.warning(format!("No camera path: {e}.")),
+                Ok(camera_path) => crate::video::path_cameras(&camera_path, fps, self.size),
+                Err(e) => return log.warning(format!("No camera path: {e}.")),
             },
         };
         let cameras = match cameras {
             Ok(cameras) => cameras,
-            Err(e) => return self.error(format!("{e:#}")),
+            Err(e) => return log.error(format!("{e:#}")),
         };
-        let settings = splat_trainer::render::RenderSettings {
-            keep: self.crop.keep().clone(),
-            ..Default::default()
-        };
-        match super::video_job::VideoJob::start(self.gpu.clone(), splats, cameras, &settings, path)
-        {
-            Ok(job) => self.video = Some(job),
-            Err(e) => self.error(format!("cannot start a thread for the video: {e}")),
+        let settings =
+            splat_trainer::render::RenderSettings { keep: keep.clone(), ..Default::default() };
+        match VideoJob::start(gpu.clone(), subject.splats, cameras, &settings, path) {
+            Ok(job) => self.job = Some(job),
+            Err(e) => log.error(format!("cannot start a thread for the video: {e}")),
         }
     }
 
-    /// What a video films (the splats the viewport shows: a file's, or the run's), the
-    /// scene's framing for a turntable, and the path `NAME-{suffix}` it goes to (beside the
-    /// file, or in the exports folder); `None`, with a warning, when nothing is shown.
-    pub(super) fn video_subject(&mut self, suffix: &str) -> Option<VideoSubject> {
-        let showing_file =
-            self.viewed_file.as_ref().filter(|_| self.show_file || self.run.is_none());
-        if let Some(file) = showing_file {
-            let dir = self.out.clone().or_else(|| file.path.parent().map(Path::to_path_buf))?;
-            let stem = file.path.file_stem()?.to_string_lossy().into_owned();
-            let (center, radius) = file.focus;
-            let framing = (center, radius, splat_trainer::render::view_controller::DEFAULT_UP);
-            return Some((Arc::clone(&file.splats), framing, dir.join(format!("{stem}-{suffix}"))));
-        }
-        let (Some(latest), Some(dataset), Some(path)) =
-            (self.task.viewer().latest(), self.dataset.as_ref(), self.output_path("mp4"))
-        else {
-            self.warning("Nothing to film: start a run or open a splat file first.");
-            return None;
-        };
-        let framing = (dataset.focus.0, dataset.focus.1, dataset.up);
-        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        Some((latest.splats, framing, path.with_file_name(format!("{name}-{suffix}"))))
-    }
-
-    /// Adds a keyframe of the camera path where the viewport's camera is.
-    pub fn add_keyframe(&mut self) {
-        if let Some(camera) = self.requested_camera {
-            self.keyframes.add(&camera);
-            let (count, seconds) = (self.keyframes.len(), self.keyframes.duration());
-            self.info(format!("Keyframe {count} placed at {seconds} s."));
+    /// Says in `log` how the video being made ended, once it has.
+    pub(super) fn poll(&mut self, log: &mut LogPane) {
+        let Some(result) = self.job.as_mut().and_then(VideoJob::finished) else { return };
+        let Some(job) = self.job.take() else { return };
+        match result {
+            Ok(()) => {
+                log.info(format!("Video written to {}.", job.path.display()));
+                self.videos.push(job.path.clone());
+            }
+            Err(_) if job.cancelled() => log.info("Video cancelled."),
+            Err(e) => log.error(format!("The video was not made: {e}")),
         }
     }
 
-    /// Writes the camera path to the exports folder as the file `render --path` reads.
-    pub fn save_camera_path(&mut self) {
-        let Some((_, _, path)) = self.video_subject("path.json") else { return };
+    /// Adds a keyframe of the camera path at `camera`.
+    pub(super) fn add_keyframe(&mut self, camera: &Camera, log: &mut LogPane) {
+        self.keyframes.add(camera);
+        let (count, seconds) = (self.keyframes.len(), self.keyframes.duration());
+        log.info(format!("Keyframe {count} placed at {seconds} s."));
+    }
+
+    /// Writes the camera path to `path` (made unused) as the file `render --path` reads.
+    pub(super) fn save_camera_path(&mut self, path: PathBuf, log: &mut LogPane) {
         let path = unused_name(path);
         let written = self.keyframes.file_text().map_err(|e| e.to_string()).and_then(|text| {
             if let Some(dir) = path.parent() {
@@ -198,19 +218,49 @@ impl SplatApp {
         });
         match written {
             Ok(()) => {
-                self.info(format!(
+                log.info(format!(
                     "Camera path saved to {} (splatforge render SCENE --path FILE --out VIDEO.mp4).",
                     path.display()
                 ));
                 self.keyframes.saved.push(path);
             }
-            Err(e) => self.error(format!("{}: the camera path was not saved: {e}", path.display())),
+            Err(e) => log.error(format!("{}: the camera path was not saved: {e}", path.display())),
         }
     }
+}
 
-    /// The length and frame size of the next turntable video (the panel's fields).
-    pub fn set_video(&mut self, seconds: f64, size: (u32, u32)) {
-        self.video_seconds = seconds;
-        self.video_size = size;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gui::event::clicks;
+
+    /// What clicking `label` sends, with splats to film or not and a camera or not.
+    fn clicked(label: &str, can_film: bool, has_camera: bool, keyframes: usize) -> Vec<UiEvent> {
+        let mut pane = VideoPane::default();
+        let view = splat_trainer::render::view_controller::ViewController::framing(
+            Vec3::ZERO,
+            1.0,
+            Vec3::NEG_Y,
+        );
+        let camera = view.camera(64, 48);
+        for _ in 0..keyframes {
+            pane.keyframes.add(&camera);
+        }
+        clicks(&[label], |ui, events| pane.ui(ui, can_film, has_camera, events))
+    }
+
+    #[test]
+    fn video_buttons_send_their_events_when_there_is_something_to_film() {
+        let turntable = UiEvent::StartVideo(VideoMotion::Turntable);
+        assert_eq!(clicked("Turntable video", true, true, 0), [turntable]);
+        assert_eq!(clicked("Turntable video", false, true, 0), []);
+        assert_eq!(clicked("Add keyframe", true, true, 0), [UiEvent::AddKeyframe]);
+        assert_eq!(clicked("Add keyframe", true, false, 0), []);
+        let path = UiEvent::StartVideo(VideoMotion::Path);
+        assert_eq!(clicked("Path video", true, true, 2), [path]);
+        assert_eq!(clicked("Path video", false, true, 2), []);
+        assert_eq!(clicked("Save path", false, true, 2), [UiEvent::SaveCameraPath]);
+        // Keyframes are the pane's own: removing one sends nothing.
+        assert_eq!(clicked("Remove last", true, true, 2), []);
     }
 }
