@@ -374,3 +374,16 @@ fn kernels_are_built_one_way() {
         offences.join("\n")
     );
 }
+
+/// No Rust file is over 1,000 lines: a file that long holds more than one thing, and is split
+/// by what it holds (a module per part, as `trainer/src/train/` or `tests/it/densify/`).
+#[test]
+fn no_rust_file_is_over_a_thousand_lines() {
+    let mut long: Vec<String> = rust_files()
+        .into_iter()
+        .filter(|(_, text)| text.lines().count() > 1000)
+        .map(|(path, text)| format!("{path}: {} lines", text.lines().count()))
+        .collect();
+    long.sort();
+    assert!(long.is_empty(), "split these by what they hold:\n{}", long.join("\n"));
+}
