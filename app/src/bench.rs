@@ -14,15 +14,25 @@ use splat_trainer::render::{
     ShPrecision, SplatGradients, wgpu,
 };
 
+#[derive(clap::Args)]
 pub struct BenchArgs {
+    /// Splat counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
     pub splats: Vec<u32>,
-    /// Image sizes, width × height.
+    /// Image sizes, comma-separated: a square's side (256) or width x height (1920x1080).
+    #[arg(long, value_delimiter = ',', default_value = "256,1024", value_parser = parse_size)]
     pub sizes: Vec<(u32, u32)>,
+    /// SH degree of the scenes.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
     pub sh_degree: u32,
-    pub runs: usize,
-    /// Print the GPU time of each stage (timestamp queries), median over the runs.
+    /// Timed runs per case (after one warm-up); the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Also print each stage's GPU time (timestamp queries).
+    #[arg(long)]
     pub profile: bool,
     /// Write the figures as JSON to this file.
+    #[arg(long)]
     pub json: Option<std::path::PathBuf>,
 }
 
@@ -59,7 +69,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             if args.profile {
                 ctx.start_profiling()?;
             }
-            let result = bench_one(&ctx, &renderer, &scene, (width, height), args.runs, owner);
+            let result =
+                bench_one(&ctx, &renderer, &scene, (width, height), args.runs as usize, owner);
             ctx.wait_idle()?;
             let size = format!("{width}×{height}");
             let mut case = serde_json::json!({"splats": n, "width": width, "height": height});
@@ -256,15 +267,30 @@ pub fn run_sog(n: usize, sh_degree: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[derive(clap::Args)]
 pub struct TrainBenchArgs {
     pub dataset: std::path::PathBuf,
+    #[arg(long, default_value_t = 2000)]
     pub steps: u32,
+    #[arg(long, default_value_t = 200)]
     pub window: u32,
+    #[arg(long, default_value_t = 64)]
     pub max_resolution: u32,
+    /// Start from this many random splats in the cameras' bounds (default: the dataset's
+    /// points, else 20,000 random ones).
+    #[arg(long)]
     pub splats: Option<usize>,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
     pub sh_degree: u32,
+    /// How SH bands 1-3 and their optimizer state are stored on the GPU: f32, or f16
+    /// (252 fewer bytes a splat at SH degree 3).
+    #[arg(long, default_value = "f32", value_parser = splat_trainer::config::parse_sh_precision)]
     pub sh_precision: ShPrecision,
+    /// Time every GPU pass with timestamp queries.
+    #[arg(long)]
     pub profile: bool,
+    /// Write the figures as JSON to this file.
+    #[arg(long)]
     pub json: Option<std::path::PathBuf>,
 }
 

@@ -22,23 +22,40 @@ use splat_trainer::memory::{
 use splat_trainer::render::{GpuContext, ShPrecision};
 
 /// What to measure.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
 pub struct BenchMemoryArgs {
     /// A dataset folder or `.zip` (e.g. ../shared/data/datasets/desk-statue-colmap).
     pub dataset: PathBuf,
     /// Splat caps to run, one run each.
+    #[arg(long, value_delimiter = ',', default_value = "100000,1000000")]
     pub splats: Vec<u32>,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
     pub sh_degree: u32,
-    /// How SH bands 1..=3 and their moments are stored.
+    /// How SH bands 1-3 and their optimizer state are stored on the GPU: f32, or f16
+    /// (252 fewer bytes a splat at SH degree 3).
+    #[arg(long, default_value = "f32", value_parser = splat_trainer::config::parse_sh_precision)]
     pub sh_precision: ShPrecision,
-    /// The refinement at step 2.
+    /// The refinement at the cap: mcmc (relocation) or 3dgs (prune, clone, split; the
+    /// compact strategy's too).
+    #[arg(long, default_value = "mcmc", value_parser = parse_strategy)]
     pub strategy: MeasuredStrategy,
     /// Longest image side the dataset is loaded at.
+    #[arg(long, default_value_t = 256)]
     pub max_resolution: u32,
     /// Training steps per run (at least 2: the refinement is at step 2).
+    #[arg(long, default_value_t = 3)]
     pub steps: u32,
-    /// A budget to print the largest run that fits, in bytes.
+    /// Also print the most splats whose predicted peak fits this budget (e.g. 24GiB), at
+    /// the intersections per splat measured on the last run.
+    #[arg(long, value_parser = splatforge::parse_bytes)]
     pub budget: Option<u64>,
+}
+
+fn parse_strategy(text: &str) -> Result<MeasuredStrategy, String> {
+    [MeasuredStrategy::Mcmc, MeasuredStrategy::Default]
+        .into_iter()
+        .find(|s| s.name() == text.trim())
+        .ok_or_else(|| format!("{text:?}: mcmc or 3dgs"))
 }
 
 const MIB: f64 = (1 << 20) as f64;

@@ -17,8 +17,6 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use splat_trainer::dataset::LoadOptions;
 use splat_trainer::formats::filter::{CropBox, CropSphere, Filter};
-use splat_trainer::memory::MeasuredStrategy;
-use splat_trainer::render::ShPrecision;
 
 /// With no subcommand, the desktop window opens (with the built-in sample scene, or PATH).
 #[derive(Parser)]
@@ -148,57 +146,11 @@ enum Command {
         level_from: Option<PathBuf>,
     },
     /// Predicted vs measured peak GPU memory of training runs at given splat caps.
-    BenchMemory {
-        dataset: PathBuf,
-        #[arg(long, value_delimiter = ',', default_value = "100000,1000000")]
-        splats: Vec<u32>,
-        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
-        sh_degree: u32,
-        /// How SH bands 1-3 and their optimizer state are stored on the GPU: f32, or f16
-        /// (252 fewer bytes a splat at SH degree 3).
-        #[arg(long, default_value = "f32", value_parser = splat_trainer::config::parse_sh_precision)]
-        sh_precision: ShPrecision,
-        /// The refinement at the cap: mcmc (relocation) or 3dgs (prune, clone, split; the
-        /// compact strategy's too).
-        #[arg(long, default_value = "mcmc", value_parser = parse_measured_strategy)]
-        strategy: MeasuredStrategy,
-        #[arg(long, default_value_t = 256)]
-        max_resolution: u32,
-        #[arg(long, default_value_t = 3)]
-        steps: u32,
-        /// Also print the most splats whose predicted peak fits this budget (e.g. 24GiB), at
-        /// the intersections per splat measured on the last run.
-        #[arg(long, value_parser = splatforge::parse_bytes)]
-        budget: Option<u64>,
-    },
+    BenchMemory(bench_memory::BenchMemoryArgs),
     /// Step time per window over a long training run (densification off): it must not drift.
     /// With --profile: GPU milliseconds per pass (median, p90), steps/s and the GPU-busy
     /// fraction.
-    BenchTrain {
-        dataset: PathBuf,
-        #[arg(long, default_value_t = 2000)]
-        steps: u32,
-        #[arg(long, default_value_t = 200)]
-        window: u32,
-        #[arg(long, default_value_t = 64)]
-        max_resolution: u32,
-        /// Start from this many random splats in the cameras' bounds (default: the dataset's
-        /// points, else 20,000 random ones).
-        #[arg(long)]
-        splats: Option<usize>,
-        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
-        sh_degree: u32,
-        /// How SH bands 1-3 and their optimizer state are stored on the GPU: f32, or f16
-        /// (252 fewer bytes a splat at SH degree 3).
-        #[arg(long, default_value = "f32", value_parser = splat_trainer::config::parse_sh_precision)]
-        sh_precision: ShPrecision,
-        /// Time every GPU pass with timestamp queries.
-        #[arg(long)]
-        profile: bool,
-        /// Write the figures as JSON to this file.
-        #[arg(long)]
-        json: Option<PathBuf>,
-    },
+    BenchTrain(bench::TrainBenchArgs),
     /// Check the rasterizer (forward and backward against the CPU reference, every reduction
     /// width) and training (the same bits twice) on this GPU, with its limits and per-pass
     /// times; exits non-zero when a check fails. Run it first on a new GPU, and attach its
@@ -236,26 +188,7 @@ enum Command {
         sh_degree: u32,
     },
     /// Time the rasterizer forward and forward + backward on random scenes.
-    BenchRender {
-        /// Splat counts, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
-        splats: Vec<u32>,
-        /// Image sizes, comma-separated: a square's side (256) or width x height (1920x1080).
-        #[arg(long, value_delimiter = ',', default_value = "256,1024", value_parser = bench::parse_size)]
-        sizes: Vec<(u32, u32)>,
-        /// SH degree of the scenes.
-        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=3))]
-        sh_degree: u32,
-        /// Timed runs per case (after one warm-up); the median is reported.
-        #[arg(long, default_value_t = 5)]
-        runs: usize,
-        /// Also print each stage's GPU time (timestamp queries).
-        #[arg(long)]
-        profile: bool,
-        /// Write the figures as JSON to this file.
-        #[arg(long)]
-        json: Option<PathBuf>,
-    },
+    BenchRender(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -333,57 +266,10 @@ fn run(command: Command, matches: &ArgMatches) -> anyhow::Result<()> {
             convert_cmd::run(&input, &output, &filter, drop_floaters, level.as_ref())
         }
         Command::Poses(args) => poses_cmd::run(&args),
-        Command::BenchMemory {
-            dataset,
-            splats,
-            sh_degree,
-            sh_precision,
-            strategy,
-            max_resolution,
-            steps,
-            budget,
-        } => bench_memory::run(&bench_memory::BenchMemoryArgs {
-            dataset,
-            splats,
-            sh_degree,
-            sh_precision,
-            strategy,
-            max_resolution,
-            steps,
-            budget,
-        }),
-        Command::BenchTrain {
-            dataset,
-            steps,
-            window,
-            max_resolution,
-            splats,
-            sh_degree,
-            sh_precision,
-            profile,
-            json,
-        } => bench::run_train(&bench::TrainBenchArgs {
-            dataset,
-            steps,
-            window,
-            max_resolution,
-            splats,
-            sh_degree,
-            sh_precision,
-            profile,
-            json,
-        }),
+        Command::BenchMemory(args) => bench_memory::run(&args),
+        Command::BenchTrain(args) => bench::run_train(&args),
         Command::BenchSog { splats, sh_degree } => bench::run_sog(splats.max(1), sh_degree),
-        Command::BenchRender { splats, sizes, sh_degree, runs, profile, json } => {
-            bench::run(&bench::BenchArgs {
-                splats,
-                sizes,
-                sh_degree,
-                runs: runs.max(1),
-                profile,
-                json,
-            })
-        }
+        Command::BenchRender(args) => bench::run(&args),
         Command::Render {
             scene,
             camera,
@@ -429,13 +315,6 @@ fn run(command: Command, matches: &ArgMatches) -> anyhow::Result<()> {
             })
         }
     }
-}
-
-fn parse_measured_strategy(text: &str) -> Result<MeasuredStrategy, String> {
-    [MeasuredStrategy::Mcmc, MeasuredStrategy::Default]
-        .into_iter()
-        .find(|s| s.name() == text.trim())
-        .ok_or_else(|| format!("{text:?}: mcmc or 3dgs"))
 }
 
 fn make_sample_scene(out: &std::path::Path) -> anyhow::Result<()> {
