@@ -27,7 +27,7 @@ use super::settings_pane::{Settings, SettingsPane};
 use super::training_pane::TrainingPane;
 use super::video_pane::{VideoPane, VideoSubject};
 use super::viewer::Viewer;
-use super::viewport::Viewport;
+use super::viewport::{Surroundings, Viewport};
 use super::{GuiArgs, sample};
 use crate::human_bytes;
 
@@ -36,7 +36,7 @@ pub const DEFAULT_STEPS: u32 = 7000;
 /// Events handled per frame at most, so a flood never stalls a frame.
 const EVENTS_PER_FRAME: usize = 512;
 
-/// A summary for tests and the status bar.
+/// What the window shows, for tests.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UiState {
     pub task: TaskState,
@@ -74,15 +74,15 @@ pub struct UiState {
 }
 
 pub struct SplatApp {
-    pub(super) gpu: GpuContext,
-    pub(super) task: TaskHandle,
-    pub(super) viewer: Viewer,
-    pub(super) files: Files,
+    gpu: GpuContext,
+    task: TaskHandle,
+    viewer: Viewer,
+    files: Files,
     /// What the trainer and the file worker said: the dataset, the run, the viewed file.
     pub(super) session: Session,
     // The panes.
     pub(super) log: LogPane,
-    pub(super) settings: SettingsPane,
+    settings: SettingsPane,
     training: TrainingPane,
     pub(super) crop: Crop,
     pub(super) viewport: Viewport,
@@ -97,7 +97,8 @@ pub struct SplatApp {
     pub(super) poses: Option<PosesWindow>,
     /// COLMAP's executable and the engines' idle limit for those runs.
     engines: poses::EngineSettings,
-    /// Start training once the dataset given on the command line is loaded.
+    /// Start training once the first dataset (the command line's, or the sample scene) is
+    /// loaded: `--start`.
     pub(super) start_when_loaded: bool,
     pub(super) exported: Vec<PathBuf>,
     pub(super) checkpoints: Vec<PathBuf>,
@@ -215,8 +216,14 @@ impl SplatApp {
             egui::Panel::bottom("plots").resizable(false).show(ui, |ui| self.history.ui(ui));
         }
         egui::CentralPanel::default().show(ui, |ui| {
-            let edits = (&self.viewer, &mut self.crop, &self.video.keyframes);
-            self.viewport.ui(ui, &self.session, edits, self.log.toast(), &mut events);
+            let with = Surroundings {
+                session: &self.session,
+                viewer: &self.viewer,
+                crop: &mut self.crop,
+                keyframes: &self.video.keyframes,
+                toast: self.log.toast(),
+            };
+            self.viewport.ui(ui, with, &mut events);
         });
         events
     }
@@ -231,8 +238,7 @@ impl SplatApp {
         let has_camera = self.viewport.requested_camera.is_some();
         let video = &mut self.video;
         let eval_psnr = self.history.eval_psnr.last();
-        self.training.ui(ui, session, eval_psnr, events, |ui, has_splats, events| {
-            let can_film = has_splats || session.viewed_file.is_some();
+        self.training.ui(ui, session, eval_psnr, events, |ui, can_film, events| {
             video.ui(ui, can_film, has_camera, events);
         });
         ui.separator();
@@ -250,7 +256,7 @@ impl SplatApp {
                 ui.separator();
                 ui.label(format!("run {} · step {}/{}", run.id, run.step(), run.planned_steps));
             }
-            if let Some(snapshot) = &self.memory.latest {
+            if let Some(snapshot) = &self.memory.from_trainer {
                 ui.separator();
                 ui.label(format!("GPU {}", human_bytes(snapshot.total_bytes)));
             }
@@ -277,9 +283,9 @@ impl SplatApp {
             UiEvent::ExportPly => self.export_ply(),
             UiEvent::SaveCheckpoint => self.save_checkpoint(),
             UiEvent::Start => self.start(),
-            UiEvent::Pause => self.pause(),
+            UiEvent::Pause => self.send(Command::Pause),
             UiEvent::ToggleTraining => self.toggle_training(),
-            UiEvent::Stop => self.stop(),
+            UiEvent::Stop => self.send(Command::Stop),
             UiEvent::NewRun => self.new_run(),
             UiEvent::SetSteps(steps) => {
                 if let Some(run) = self.session.run.as_mut() {
@@ -378,14 +384,6 @@ impl SplatApp {
         self.session.show_file = false;
     }
 
-    pub fn pause(&mut self) {
-        self.send(Command::Pause);
-    }
-
-    pub fn stop(&mut self) {
-        self.send(Command::Stop);
-    }
-
     /// Ctrl+N: tear the run down and start again from the init with the current settings.
     pub fn new_run(&mut self) {
         match self.session.task_state {
@@ -401,14 +399,8 @@ impl SplatApp {
         }
     }
 
-    /// The folder Ctrl+E and Ctrl+S write to.
-    #[must_use]
-    pub fn exports_dir(&self) -> Option<PathBuf> {
-        self.session.exports_dir()
-    }
-
     /// The up an export is levelled to −y by: the dataset cameras', when the setting is on.
-    pub(super) fn export_up(&self) -> Option<[f32; 3]> {
+    fn export_up(&self) -> Option<[f32; 3]> {
         let dataset = self.session.dataset.as_ref().filter(|_| self.training.level_exports)?;
         Some(dataset.up.to_array())
     }
@@ -447,18 +439,8 @@ impl SplatApp {
         self.send(Command::SaveCheckpoint { path, crop });
     }
 
-    /// Starts a turntable video of what the viewport shows (the run's splats or a file's,
-    /// with the crop) into the exports folder.
-    pub fn start_turntable_video(&mut self) {
-        self.start_video(VideoMotion::Turntable);
-    }
-
-    /// Starts a video along the keyframes placed in the viewer (at least two), as
-    /// [`Self::start_turntable_video`] does.
-    pub fn start_path_video(&mut self) {
-        self.start_video(VideoMotion::Path);
-    }
-
+    /// Starts a video of what the viewport shows (the run's splats or a file's, with the
+    /// crop) into the exports folder: once round the scene, or along the keyframes.
     fn start_video(&mut self, motion: VideoMotion) {
         if self.video.busy() {
             return;
@@ -504,14 +486,14 @@ impl SplatApp {
     }
 
     /// Adds a keyframe of the camera path where the viewport's camera is.
-    pub fn add_keyframe(&mut self) {
+    fn add_keyframe(&mut self) {
         if let Some(camera) = self.viewport.requested_camera {
             self.video.add_keyframe(&camera, &mut self.log);
         }
     }
 
     /// Writes the camera path to the exports folder as the file `render --path` reads.
-    pub fn save_camera_path(&mut self) {
+    fn save_camera_path(&mut self) {
         if let Some(subject) = self.video_subject("path.json") {
             self.video.save_camera_path(subject.path, &mut self.log);
         }

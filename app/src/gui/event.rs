@@ -1,7 +1,7 @@
 //! What the panes ask of the window. A pane draws itself from the state it owns and the
 //! [`super::session::Session`] it reads, and sends these for anything beyond its own state;
-//! [`super::app::SplatApp`] routes them after the frame's drawing (to the trainer, the file
-//! worker, another pane).
+//! [`super::app::SplatApp`] routes them (to the trainer, the file worker, another pane): the
+//! keys' and dropped files' before the frame is drawn, the panes' after.
 
 use std::path::PathBuf;
 
@@ -52,23 +52,51 @@ pub(super) enum UiEvent {
     SelfTest,
 }
 
-/// Draws `pane` alone in a headless harness (no GPU), clicks the widgets labelled `labels` in
-/// turn (a menu, then its item) and returns what the pane sent after the first frame.
+/// A button that sends `event` when clicked (and does nothing while disabled).
+pub(super) fn button(
+    ui: &mut egui::Ui,
+    enabled: bool,
+    button: egui::Button<'_>,
+    event: UiEvent,
+    events: &mut Vec<UiEvent>,
+) -> egui::Response {
+    let response = ui.add_enabled(enabled, button);
+    if response.clicked() {
+        events.push(event);
+    }
+    response
+}
+
+/// Draws `pane` alone in a headless harness (no GPU), does `act` on it and returns what the
+/// pane sent from then on.
 #[cfg(test)]
-pub(super) fn clicks(
-    labels: &[&str],
+pub(super) fn sent(
     mut pane: impl FnMut(&mut egui::Ui, &mut Vec<UiEvent>),
+    act: impl FnOnce(&mut egui_kittest::Harness<'_, Vec<UiEvent>>),
 ) -> Vec<UiEvent> {
-    use egui_kittest::kittest::Queryable as _;
     let mut harness = egui_kittest::Harness::new_ui_state(
         |ui, events: &mut Vec<UiEvent>| pane(ui, events),
         vec![],
     );
     harness.run();
     harness.state_mut().clear();
-    for label in labels {
-        harness.get_by_label(label).click();
-        harness.run();
-    }
+    act(&mut harness);
+    harness.run();
     std::mem::take(harness.state_mut())
+}
+
+/// What `pane` sends when the widgets labelled `labels` are clicked in turn (a menu, then its
+/// item).
+#[cfg(test)]
+pub(super) fn clicks(
+    labels: &[&str],
+    pane: impl FnMut(&mut egui::Ui, &mut Vec<UiEvent>),
+) -> Vec<UiEvent> {
+    use egui_kittest::kittest::Queryable as _;
+    sent(pane, |harness| {
+        for label in labels {
+            harness.get_by_label(label).click();
+            harness.run();
+        }
+    })
 }

@@ -66,7 +66,7 @@ impl SplatApp {
                 }
                 Opened::Splats { path, splats, focus } => {
                     self.log.info(format!("Viewing {} ({} splats).", path.display(), splats.count));
-                    self.viewport.frame(focus, self.session.up());
+                    self.viewport.frame_scene(focus, self.session.up());
                     // The previous file's splats go when the viewer's next frame ends.
                     self.session.viewed_file = Some(ViewedFile { path, splats, focus });
                     self.video.keyframes.clear();

@@ -279,3 +279,8 @@ fn open_splats(path: &Path, gpu: &GpuContext) -> Result<Opened, String> {
         Err(e) => Err(e.to_string()),
     }
 }
+
+/// A path's file name, or the whole path where it has none.
+pub(super) fn file_name(path: &std::path::Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into())
+}

@@ -118,8 +118,7 @@ impl History {
     pub(super) fn ui(&self, ui: &mut egui::Ui) {
         // A fixed height: a plot sized from the panel's height would grow the resizable panel
         // a little every frame.
-        let height = PLOT_HEIGHT;
-        let history = self;
+        let (height, history) = (PLOT_HEIGHT, self);
         let appearance = !history.appearance[0].is_empty();
         ui.columns(if appearance { 5 } else { 4 }, |columns| {
             plot_titled(&mut columns[0], "loss", height, false, |plot| {

@@ -12,17 +12,17 @@ const LOG_LINES: usize = 1000;
 const TOAST_SECONDS: f32 = 8.0;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
+pub(super) enum Level {
     Info,
     Warning,
     Error,
 }
 
 #[derive(Clone, Debug)]
-pub struct LogLine {
-    pub seconds: f32,
-    pub level: Level,
-    pub text: String,
+struct LogLine {
+    seconds: f32,
+    level: Level,
+    text: String,
 }
 
 pub(super) struct LogPane {

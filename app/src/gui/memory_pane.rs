@@ -13,10 +13,10 @@ use super::session::Session;
 use crate::human_bytes;
 
 pub(super) struct MemoryPane {
-    /// The trainer's latest ledger snapshot (the status bar's total).
-    pub latest: Option<LedgerSnapshot>,
-    /// The pane's own snapshot and when it was taken.
-    view: Option<(Instant, LedgerSnapshot)>,
+    /// The ledger snapshot the trainer sent last (the status bar's total).
+    pub from_trainer: Option<LedgerSnapshot>,
+    /// The snapshot the pane shows, and when it was taken.
+    shown: Option<(Instant, LedgerSnapshot)>,
     /// The task's prediction for the run: peak bytes, budget bytes, splats it is capped at.
     pub prediction: Option<(u64, u64, u32)>,
     /// Where the current run keeps its images (from the task's prediction).
@@ -25,14 +25,14 @@ pub(super) struct MemoryPane {
 
 impl Default for MemoryPane {
     fn default() -> Self {
-        Self { latest: None, view: None, prediction: None, images: ImagePlacement::Resident }
+        Self { from_trainer: None, shown: None, prediction: None, images: ImagePlacement::Resident }
     }
 }
 
 impl MemoryPane {
     /// The ledger's allocations by owner and category; while training, the run's measured
-    /// bytes beside the memory model's for its splats now (`train`: the settings it runs
-    /// with).
+    /// bytes beside the memory model's for its splats now (`train`: the settings pane's, which
+    /// a run continued from a checkpoint may not share).
     pub(super) fn ui(
         &mut self,
         ui: &mut egui::Ui,
@@ -42,7 +42,7 @@ impl MemoryPane {
     ) {
         ui.heading("GPU memory");
         self.refresh(ledger);
-        let Some((_, snapshot)) = &self.view else { return };
+        let Some((_, snapshot)) = &self.shown else { return };
         ui.label(format!(
             "Now {} · peak {}",
             human_bytes(snapshot.total_bytes),
@@ -145,9 +145,9 @@ impl MemoryPane {
     /// every live allocation's label: not worth doing at the frame rate).
     fn refresh(&mut self, ledger: &Ledger) {
         let stale =
-            self.view.as_ref().is_none_or(|(at, _)| at.elapsed() >= Duration::from_millis(250));
+            self.shown.as_ref().is_none_or(|(at, _)| at.elapsed() >= Duration::from_millis(250));
         if stale {
-            self.view = Some((Instant::now(), ledger.snapshot()));
+            self.shown = Some((Instant::now(), ledger.snapshot()));
         }
     }
 }

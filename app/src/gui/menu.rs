@@ -3,7 +3,7 @@
 
 use egui::{Key, KeyboardShortcut, Modifiers};
 
-use super::event::UiEvent;
+use super::event::{UiEvent, button};
 use super::files::{OpenKind, SaveKind};
 
 const OPEN: KeyboardShortcut = KeyboardShortcut::new(Modifiers::COMMAND, Key::O);
@@ -82,16 +82,10 @@ pub(super) fn ui(ui: &mut egui::Ui, panels: &mut Panels, events: &mut Vec<UiEven
         });
         ui.menu_button("Help", |ui| {
             let self_test = egui::Button::new("Self-test");
-            if ui
-                .add(self_test)
-                .on_hover_text(
-                    "Check the rasterizer and training on this GPU against the CPU \
-                     reference (about a minute); the report can go with a bug report.",
-                )
-                .clicked()
-            {
-                events.push(UiEvent::SelfTest);
-            }
+            button(ui, true, self_test, UiEvent::SelfTest, events).on_hover_text(
+                "Check the rasterizer and training on this GPU against the CPU reference (about \
+                 a minute); the report can go with a bug report.",
+            );
             ui.separator();
             ui.label(
                 "Space: start / pause / resume\nCtrl+N: new run\nCtrl+E: export PLY\n\
@@ -107,10 +101,8 @@ pub(super) fn ui(ui: &mut egui::Ui, panels: &mut Panels, events: &mut Vec<UiEven
 }
 
 /// A menu item that sends `event` when clicked.
-fn item(ui: &mut egui::Ui, events: &mut Vec<UiEvent>, button: egui::Button<'_>, event: UiEvent) {
-    if ui.add(button).clicked() {
-        events.push(event);
-    }
+fn item(ui: &mut egui::Ui, events: &mut Vec<UiEvent>, item: egui::Button<'_>, event: UiEvent) {
+    button(ui, true, item, event, events);
 }
 
 #[cfg(test)]

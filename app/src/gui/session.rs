@@ -1,6 +1,6 @@
-//! What the window knows of the trainer's session: the task's state, the dataset, the run and
-//! the file being viewed. The app writes it from the trainer's and the file worker's events;
-//! the panes read it.
+//! What the window knows of the trainer's session: the task's state, the dataset, the run, the
+//! file being viewed, and where exports go. The app writes it (from the trainer's and the file
+//! worker's events, and as it sends commands); the panes read it.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -182,22 +182,4 @@ impl Session {
         };
         Some(dir.join(format!("{stem}-run{run}-step{step}.{extension}")))
     }
-}
-
-/// `path`, or `path` with `-2`, `-3`, … before its extension when that is taken.
-pub(super) fn unused_name(path: PathBuf) -> PathBuf {
-    if !path.exists() {
-        return path;
-    }
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let extension = path.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default();
-    (2..10_000)
-        .map(|n| path.with_file_name(format!("{stem}-{n}.{extension}")))
-        .find(|p| !p.exists())
-        .unwrap_or(path)
-}
-
-/// A path's file name, or the whole path where it has none.
-pub(super) fn file_name(path: &std::path::Path) -> String {
-    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into())
 }

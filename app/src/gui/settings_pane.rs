@@ -324,3 +324,38 @@ fn transparency_choice(ui: &mut egui::Ui, transparency: &mut Transparency) -> eg
         })
         .response
 }
+
+#[cfg(test)]
+mod tests {
+    use egui_kittest::kittest::Queryable as _;
+
+    use super::*;
+    use crate::gui::event::sent;
+    use crate::gui::session::RunInfo;
+
+    /// What the pane sends when its Steps field is set to 9,000 in `state`, with a run or not.
+    fn steps_set(state: TaskState, run: bool) -> Vec<UiEvent> {
+        let mut session = Session::new(None);
+        session.task_state = state;
+        session.run = run.then(|| RunInfo::new(1, 100));
+        let settings = Settings {
+            load: LoadOptions::default(),
+            train: TrainConfig::default(),
+            memory_budget_mib: 1024,
+        };
+        let mut pane = SettingsPane::new(settings, MemoryBudget::given(1 << 30));
+        sent(
+            |ui, events| pane.ui(ui, &session, events),
+            |harness| harness.get_by_label("Steps").set_value_accesskit(9000.0),
+        )
+    }
+
+    #[test]
+    fn steps_changed_during_a_run_go_to_the_run() {
+        assert_eq!(steps_set(TaskState::Training, true), [UiEvent::SetSteps(9000)]);
+        assert_eq!(steps_set(TaskState::Paused, true), [UiEvent::SetSteps(9000)]);
+        // Between runs the next run takes them when it starts.
+        assert_eq!(steps_set(TaskState::Ready, false), []);
+        assert_eq!(steps_set(TaskState::Ready, true), []);
+    }
+}

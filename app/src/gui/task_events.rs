@@ -81,7 +81,7 @@ impl SplatApp {
             }
             Event::Memory(snapshot) => {
                 self.history.memory(&snapshot);
-                self.memory.latest = Some(snapshot);
+                self.memory.from_trainer = Some(snapshot);
             }
             Event::Exported(path) => {
                 self.log.info(format!("Exported {}", path.display()));

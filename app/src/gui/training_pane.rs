@@ -4,9 +4,9 @@
 use egui::RichText;
 use splat_trainer::task::TaskState;
 
-use super::event::UiEvent;
-use super::files::{OpenKind, SaveKind};
-use super::session::{RunInfo, Session, file_name};
+use super::event::{UiEvent, button};
+use super::files::{OpenKind, SaveKind, file_name};
+use super::session::{RunInfo, Session};
 
 pub(super) struct TrainingPane {
     /// Exports turned so that the cameras' up is −y, as web viewers expect. On: exports from
@@ -55,13 +55,13 @@ impl TrainingPane {
                 ui.label("Drop a dataset folder or .zip here, or press Ctrl+O.");
             }
         }
-        if ui.button("Open…").clicked() {
-            events.push(UiEvent::OpenDialog(OpenKind::Dataset));
-        }
+        let open = UiEvent::OpenDialog(OpenKind::Dataset);
+        button(ui, true, egui::Button::new("Open…"), open, events);
     }
 
     /// Start, pause, stop and new run; the run's progress; exports, checkpoints and the
-    /// video pane's controls (`video`, given whether there are splats to film) in one row.
+    /// video pane's controls (`video`, given whether there are splats to film: the run's, a
+    /// failed run's kept ones, or a file's) in one row.
     pub(super) fn ui(
         &mut self,
         ui: &mut egui::Ui,
@@ -72,52 +72,46 @@ impl TrainingPane {
     ) {
         ui.heading("Training");
         let state = session.task_state;
+        let running = session.running();
         ui.horizontal_wrapped(|ui| {
-            let mut button = |ui: &mut egui::Ui, enabled: bool, text: &str, event: UiEvent| {
-                if ui.add_enabled(enabled, egui::Button::new(text)).clicked() {
-                    events.push(event);
-                }
-            };
-            button(ui, state == TaskState::Ready, "Start", UiEvent::Start);
+            let start = egui::Button::new("Start");
+            button(ui, state == TaskState::Ready, start, UiEvent::Start, events);
             match state {
-                TaskState::Training => button(ui, true, "Pause", UiEvent::Pause),
-                TaskState::Paused => button(ui, true, "Resume", UiEvent::ToggleTraining),
-                _ => button(ui, false, "Pause", UiEvent::Pause),
+                TaskState::Training => {
+                    button(ui, true, egui::Button::new("Pause"), UiEvent::Pause, events);
+                }
+                TaskState::Paused => {
+                    let resume = egui::Button::new("Resume");
+                    button(ui, true, resume, UiEvent::ToggleTraining, events);
+                }
+                _ => {
+                    button(ui, false, egui::Button::new("Pause"), UiEvent::Pause, events);
+                }
             }
-            let running = session.running();
-            button(ui, running, "Stop", UiEvent::Stop);
-            if ui
-                .add_enabled(running || state == TaskState::Ready, egui::Button::new("New run"))
-                .on_hover_text("Ctrl+N: start again from the init with these settings")
-                .clicked()
-            {
-                events.push(UiEvent::NewRun);
-            }
+            button(ui, running, egui::Button::new("Stop"), UiEvent::Stop, events);
+            let new_run = egui::Button::new("New run");
+            button(ui, running || state == TaskState::Ready, new_run, UiEvent::NewRun, events)
+                .on_hover_text("Ctrl+N: start again from the init with these settings");
         });
         if let Some(run) = &session.run {
             progress_ui(ui, run, state, eval_psnr);
         }
         ui.horizontal_wrapped(|ui| {
-            let has_run = session.run.is_some();
-            let has_splats = session.has_splats();
-            let mut button = |ui: &mut egui::Ui, enabled: bool, text: &str, event: UiEvent| {
-                if ui.add_enabled(enabled, egui::Button::new(text)).clicked() {
-                    events.push(event);
-                }
-            };
-            button(ui, has_splats, "Export PLY", UiEvent::ExportPly);
-            button(ui, has_splats, "Export…", UiEvent::SaveDialog(SaveKind::Export));
-            button(ui, has_run, "Save checkpoint", UiEvent::SaveCheckpoint);
-            video(ui, has_splats, events);
+            let (has_run, has_splats) = (session.run.is_some(), session.has_splats());
+            let export = egui::Button::new("Export PLY");
+            button(ui, has_splats, export, UiEvent::ExportPly, events);
+            let export_as = egui::Button::new("Export…");
+            button(ui, has_splats, export_as, UiEvent::SaveDialog(SaveKind::Export), events);
+            let save = egui::Button::new("Save checkpoint");
+            button(ui, has_run, save, UiEvent::SaveCheckpoint, events);
+            video(ui, has_splats || session.viewed_file.is_some(), events);
             ui.checkbox(&mut self.level_exports, "Level exports").on_hover_text(
                 "Turn exported splats so that the cameras' up is −y, the up of 3DGS files and \
                  web viewers. Checkpoints keep the dataset's frame.",
             );
-            let has_dataset = session.dataset.is_some();
-            let load = UiEvent::OpenDialog(OpenKind::Checkpoint);
-            if ui.add_enabled(has_dataset, egui::Button::new("Load checkpoint…")).clicked() {
-                events.push(load);
-            }
+            let load = egui::Button::new("Load checkpoint…");
+            let open = UiEvent::OpenDialog(OpenKind::Checkpoint);
+            button(ui, session.dataset.is_some(), load, open, events);
         });
         if let Some(dir) = session.exports_dir() {
             ui.small(format!("Exports go to {}", dir.display()));

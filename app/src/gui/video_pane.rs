@@ -11,7 +11,6 @@ use splat_trainer::render::{Camera, GpuContext, GpuSplats};
 use super::event::{UiEvent, VideoMotion};
 use super::keyframes::Keyframes;
 use super::log_pane::LogPane;
-use super::session::unused_name;
 use super::video_job::{self, VideoJob};
 
 /// What a video films: the splats, the scene's framing (centre, radius, up) and the file.
@@ -146,7 +145,8 @@ impl VideoPane {
     }
 
     /// Starts a video of `subject` (its path ends in `-turntable.mp4` or `-path.mp4`), the
-    /// crop `keep` applied; says in `log` why not where it cannot.
+    /// crop `keep` applied, in place of any being made (the caller asks [`Self::busy`] first);
+    /// says in `log` why not where it cannot.
     pub(super) fn start(
         &mut self,
         motion: VideoMotion,
@@ -155,9 +155,6 @@ impl VideoPane {
         gpu: &GpuContext,
         log: &mut LogPane,
     ) {
-        if self.job.is_some() {
-            return;
-        }
         let path = unused_name(subject.path);
         if let Some(dir) = path.parent()
             && let Err(e) = std::fs::create_dir_all(dir)
@@ -188,8 +185,8 @@ impl VideoPane {
 
     /// Says in `log` how the video being made ended, once it has.
     pub(super) fn poll(&mut self, log: &mut LogPane) {
-        let Some(result) = self.job.as_mut().and_then(VideoJob::finished) else { return };
-        let Some(job) = self.job.take() else { return };
+        let Some(job) = &mut self.job else { return };
+        let Some(result) = job.finished() else { return };
         match result {
             Ok(()) => {
                 log.info(format!("Video written to {}.", job.path.display()));
@@ -198,6 +195,7 @@ impl VideoPane {
             Err(_) if job.cancelled() => log.info("Video cancelled."),
             Err(e) => log.error(format!("The video was not made: {e}")),
         }
+        self.job = None;
     }
 
     /// Adds a keyframe of the camera path at `camera`.
@@ -227,6 +225,19 @@ impl VideoPane {
             Err(e) => log.error(format!("{}: the camera path was not saved: {e}", path.display())),
         }
     }
+}
+
+/// `path`, or `path` with `-2`, `-3`, … before its extension when that is taken.
+fn unused_name(path: PathBuf) -> PathBuf {
+    if !path.exists() {
+        return path;
+    }
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let extension = path.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default();
+    (2..10_000)
+        .map(|n| path.with_file_name(format!("{stem}-{n}.{extension}")))
+        .find(|p| !p.exists())
+        .unwrap_or(path)
 }
 
 #[cfg(test)]

@@ -10,10 +10,11 @@ use splat_trainer::task::TaskState;
 use super::crop::{self, Crop, Select, Tool};
 use super::crop_handles;
 use super::event::UiEvent;
+use super::files::file_name;
 use super::keyframes::Keyframes;
 use super::log_pane::Level;
 use super::screen::Screen;
-use super::session::{Session, file_name};
+use super::session::Session;
 use super::viewer::{self, Viewer};
 
 /// Fly speed keys: camera axes x right, y down, z forward.
@@ -28,7 +29,7 @@ const FLY_KEYS: [(Key, [f32; 3]); 6] = [
 
 /// Where the viewport looks from.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ViewMode {
+enum ViewMode {
     /// The user's orbit / fly camera.
     Free,
     /// Exactly a dataset camera (index into `Dataset::views()` order), its image beside.
@@ -43,9 +44,22 @@ pub(super) struct Layout {
     /// The crop's handles as drawn: each one's name and place (points).
     pub crop_handles: Vec<(&'static str, [f32; 2])>,
     /// A rectangle selection being drawn: where it started and where the pointer is.
-    pub selecting: Option<(egui::Pos2, egui::Pos2)>,
+    selecting: Option<(egui::Pos2, egui::Pos2)>,
     /// A brush stroke being painted: the pointer's path so far.
-    pub stroke: Vec<egui::Pos2>,
+    stroke: Vec<egui::Pos2>,
+}
+
+/// What the viewport draws from and edits, beside its own state.
+pub(super) struct Surroundings<'a> {
+    pub session: &'a Session,
+    /// Renders the frames the viewport asks for.
+    pub viewer: &'a Viewer,
+    /// What the view keeps: its handles are dragged, and selections drawn, over the viewport.
+    pub crop: &'a mut Crop,
+    /// The camera path, drawn over the frame.
+    pub keyframes: &'a Keyframes,
+    /// The notification to show over the frame.
+    pub toast: Option<(Level, &'a str)>,
 }
 
 pub(super) struct Viewport {
@@ -85,15 +99,15 @@ impl Viewport {
     }
 
     /// Frames `(centre, radius)` from `up`, with the free camera.
-    pub(super) fn frame(&mut self, (center, radius): (glam::Vec3, f32), up: glam::Vec3) {
+    pub(super) fn frame_scene(&mut self, (center, radius): (glam::Vec3, f32), up: glam::Vec3) {
         self.view = ViewController::framing(center, radius, up);
         self.mode = ViewMode::Free;
     }
 
-    /// Frames what the viewport shows (the menu's Reset camera, a double click).
+    /// Frames what the viewport shows (Reset, the menu's Reset camera, a double click).
     pub(super) fn reset(&mut self, session: &Session) {
         match session.focus() {
-            Some(focus) => self.frame(focus, session.up()),
+            Some(focus) => self.frame_scene(focus, session.up()),
             None => self.mode = ViewMode::Free,
         }
     }
@@ -204,7 +218,8 @@ impl Viewport {
     fn paint_frame(
         painter: &egui::Painter,
         rect: egui::Rect,
-        (frame, pixels): (Option<viewer::Frame>, f32),
+        frame: Option<viewer::Frame>,
+        pixels: f32,
         state: TaskState,
         nothing: bool,
     ) {
@@ -256,11 +271,10 @@ impl Viewport {
     pub(super) fn ui(
         &mut self,
         ui: &mut egui::Ui,
-        session: &Session,
-        (viewer, crop, keyframes): (&Viewer, &mut Crop, &Keyframes),
-        toast: Option<(Level, &str)>,
+        with: Surroundings<'_>,
         events: &mut Vec<UiEvent>,
     ) {
+        let Surroundings { session, viewer, crop, keyframes, toast } = with;
         let available = ui.available_size();
         let ground_truth = match self.mode {
             ViewMode::DatasetCamera(i) => self.ground_truth_texture(ui.ctx(), session, i),
@@ -274,7 +288,7 @@ impl Viewport {
         };
         let (rect, response) = ui.allocate_exact_size(render_size, Sense::click_and_drag());
         self.layout.rect = [rect.left(), rect.top(), rect.width(), rect.height()];
-        self.camera_input(ui, &response, rect, (session, crop, events));
+        self.camera_input(ui, &response, rect, session, (crop, events));
 
         let pixels = ui.ctx().pixels_per_point() * self.render_scale;
         let (w, h) = ((rect.width() * pixels) as u32, (rect.height() * pixels) as u32);
@@ -285,8 +299,8 @@ impl Viewport {
             let keep = crop.keep().clone();
             viewer.request(viewer::Request { source, camera, background: [0.0; 3], keep });
         }
-        let frame = (viewer.frame(), pixels);
-        Self::paint_frame(&ui.painter_at(rect), rect, frame, session.task_state, nothing);
+        let (frame, state) = (viewer.frame(), session.task_state);
+        Self::paint_frame(&ui.painter_at(rect), rect, frame, pixels, state, nothing);
         self.layout.crop_handles.clear();
         if let Some(camera) = self.requested_camera.filter(|_| !nothing) {
             let center = glam::Vec2::new(rect.center().x, rect.center().y);
@@ -406,8 +420,9 @@ impl Viewport {
         ui: &egui::Ui,
         response: &egui::Response,
         rect: egui::Rect,
-        (crop, events): (&mut Crop, &mut Vec<UiEvent>),
+        edits: (&mut Crop, &mut Vec<UiEvent>),
     ) -> bool {
+        let (crop, events) = edits;
         let keep = match crop.select {
             Select::Off => {
                 self.layout.selecting = None;
@@ -472,8 +487,10 @@ impl Viewport {
         ui: &egui::Ui,
         response: &egui::Response,
         rect: egui::Rect,
-        (session, crop, events): (&Session, &mut Crop, &mut Vec<UiEvent>),
+        session: &Session,
+        edits: (&mut Crop, &mut Vec<UiEvent>),
     ) {
+        let (crop, events) = edits;
         let before = self.view;
         // Not inside `ui.input`: a response reads the input itself (a lock within the lock).
         let delta = response.drag_delta();
