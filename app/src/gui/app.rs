@@ -78,7 +78,7 @@ pub struct SplatApp {
     task: TaskHandle,
     viewer: Viewer,
     files: Files,
-    /// What the trainer and the file worker said: the dataset, the run, the viewed file.
+    /// The session as the window knows it: the dataset, the run, the viewed file.
     pub(super) session: Session,
     // The panes.
     pub(super) log: LogPane,
@@ -321,7 +321,7 @@ impl SplatApp {
     }
 
     /// Opens a dropped, chosen or command-line path (decided on the file thread).
-    pub fn open_path(&mut self, path: PathBuf) {
+    fn open_path(&mut self, path: PathBuf) {
         if let Err(e) = self.files.open(path) {
             self.log.error(e);
         }
@@ -354,7 +354,7 @@ impl SplatApp {
     }
 
     /// Space: start, pause or resume, whichever makes sense.
-    pub fn toggle_training(&mut self) {
+    fn toggle_training(&mut self) {
         match self.session.task_state {
             TaskState::Ready => self.start(),
             TaskState::Training => self.send(Command::Pause),
@@ -373,7 +373,7 @@ impl SplatApp {
         }
     }
 
-    pub fn start(&mut self) {
+    pub(super) fn start(&mut self) {
         if self.session.task_state != TaskState::Ready {
             let state = self.session.task_state;
             self.log.warning(format!("Cannot start while {state:?}."));
@@ -385,7 +385,7 @@ impl SplatApp {
     }
 
     /// Ctrl+N: tear the run down and start again from the init with the current settings.
-    pub fn new_run(&mut self) {
+    fn new_run(&mut self) {
         match self.session.task_state {
             TaskState::Ready => self.start(),
             TaskState::Training | TaskState::Paused => {
@@ -406,7 +406,7 @@ impl SplatApp {
     }
 
     /// Ctrl+E: the run's splats as PLY into the exports folder.
-    pub fn export_ply(&mut self) {
+    fn export_ply(&mut self) {
         match self.session.output_path("ply") {
             Some(path) => self.export(path),
             None => self.log.warning("Nothing to export: start a run first."),
@@ -426,7 +426,7 @@ impl SplatApp {
     }
 
     /// Ctrl+S: a checkpoint into the exports folder.
-    pub fn save_checkpoint(&mut self) {
+    fn save_checkpoint(&mut self) {
         match self.session.output_path("ckpt") {
             Some(path) => self.checkpoint(path),
             None => self.log.warning("Nothing to save: start a run first."),
