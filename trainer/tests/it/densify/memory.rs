@@ -104,15 +104,7 @@ fn sixteen_bit_bands_are_gathered_word_for_word() {
     let densifier = Densifier::new(&ctx);
     let (n, extent, max_splats) = (600, 1.5, 10_000);
     let mut rng = SplitMix64::new(42);
-    let mut splats = scene(n, 3);
-    let mut stats = Vec::new();
-    for i in 0..n {
-        splats.opacity_logits[i] = rng.range(-7.0, 3.0);
-        splats.log_scales[i] =
-            [rng.range(-7.0, -1.0), rng.range(-7.0, -1.5), rng.range(-7.0, -2.0)];
-        let visible = (rng.range(0.0, 5.0)).floor();
-        stats.push([rng.range(0.0, 0.0012) * visible, visible, rng.range(0.0, 40.0)]);
-    }
+    let (splats, stats) = random_situations(&mut rng, n);
     let gpu = GpuSplats::upload_as(&ctx, &splats, ShPrecision::F16, OWNER).unwrap();
     let state = TrainState::new(&ctx, gpu, OWNER).unwrap();
     for moments in state.adam.moments() {

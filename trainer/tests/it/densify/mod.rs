@@ -387,14 +387,10 @@ fn default_clones_splits_and_prunes() {
     assert_clean(&ctx);
 }
 
-/// Many random splats in every situation, against the model, with SH degree 3.
-#[test]
-fn default_matches_the_cpu_model_on_a_random_scene() {
-    let ctx = context();
-    let densifier = Densifier::new(&ctx);
-    let n = 600;
-    let extent = 1.5;
-    let mut rng = SplitMix64::new(42);
+/// `n` splats of SH degree 3 in every situation a refinement meets (faint or opaque, small or
+/// large, seen often or never, with gradients below and above the thresholds), and their
+/// statistics, drawn from `rng`.
+fn random_situations(rng: &mut SplitMix64, n: usize) -> (Splats, Vec<[f32; 3]>) {
     let mut splats = scene(n, 3);
     let mut stats = Vec::new();
     for i in 0..n {
@@ -404,6 +400,18 @@ fn default_matches_the_cpu_model_on_a_random_scene() {
         let visible = (rng.range(0.0, 5.0)).floor();
         stats.push([rng.range(0.0, 0.0012) * visible, visible, rng.range(0.0, 40.0)]);
     }
+    (splats, stats)
+}
+
+/// Many random splats in every situation, against the model, with SH degree 3.
+#[test]
+fn default_matches_the_cpu_model_on_a_random_scene() {
+    let ctx = context();
+    let densifier = Densifier::new(&ctx);
+    let n = 600;
+    let extent = 1.5;
+    let mut rng = SplitMix64::new(42);
+    let (splats, stats) = random_situations(&mut rng, n);
     for (step, max_splats) in
         [(EARLY_STEP, 10_000), (EARLY_STEP, 700), (3_100, 10_000), (3_100, 300)]
     {
