@@ -10,7 +10,7 @@ use anyhow::{Context as _, bail};
 use clap::CommandFactory as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
-use splat_trainer::appearance::{Compensation, ViewAppearance};
+use splat_trainer::appearance::{Compensation, Decision, Evidence, ViewAppearance};
 use splat_trainer::checkpoint;
 use splat_trainer::config::{Progressive, TrainConfig};
 use splat_trainer::dataset::LoadOptions;
@@ -207,11 +207,26 @@ struct Tally {
     intersections: (u64, u64),
     /// With per-view appearance, the transforms as of the last evaluation.
     appearance: Vec<ViewAppearance>,
+    /// Whether the run compensates per-view appearance, and why.
+    decision: Option<Decision>,
     /// With `--level-exports`, the dataset cameras' up.
     up: Option<[f32; 3]>,
 }
 
 impl Tally {
+    fn new() -> Self {
+        Self {
+            evals: Vec::new(),
+            peak: 0,
+            start: Instant::now(),
+            first_step: None,
+            intersections: (0, 0),
+            appearance: Vec::new(),
+            decision: None,
+            up: None,
+        }
+    }
+
     /// Exports the splats, prints the summary and writes metrics.json.
     fn finish(
         &self,
@@ -258,6 +273,9 @@ impl Tally {
             "peak_gpu_bytes": self.peak,
             "eval": self.evals.iter().map(EvalPoint::json).collect::<Vec<_>>(),
         });
+        if let Some(decision) = &self.decision {
+            metrics["appearance_decision"] = decision_json(decision);
+        }
         if !self.appearance.is_empty() {
             metrics["appearance"] = self
                 .appearance
@@ -272,6 +290,27 @@ impl Tally {
         )
         .map_err(anyhow::Error::msg)
     }
+}
+
+/// What decided a run's per-view appearance, for metrics.json: `compensation` (on, off), `from`
+/// (setting, checkpoint, exif, pixels, nothing), what was measured, and the line the log said.
+fn decision_json(decision: &Decision) -> serde_json::Value {
+    let mut json = json!({
+        "compensation": decision.compensation.to_string(),
+        "from": decision.source(),
+        "line": decision.to_string(),
+    });
+    match decision.from {
+        Evidence::Exif { spread_stops } => json["exif_spread_stops"] = spread_stops.into(),
+        Evidence::Pixels(drift) => {
+            json["exposure_stops"] = drift.exposure_stops.into();
+            json["colour_stops"] = drift.colour_stops.into();
+            json["views"] = drift.views.into();
+            json["points"] = drift.points.into();
+        }
+        Evidence::Setting | Evidence::Checkpoint | Evidence::Nothing { .. } => {}
+    }
+    json
 }
 
 /// " (compensated PSNR … dB: right halves)" where the views had two halves, else nothing.
@@ -308,15 +347,7 @@ impl EvalPoint {
 /// Follows the task's events to the end of the run, then exports and writes the metrics.
 fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()> {
     let progress = Progress::new(u64::from(args.config.steps));
-    let mut tally = Tally {
-        evals: Vec::new(),
-        peak: 0,
-        start: Instant::now(),
-        first_step: None,
-        intersections: (0, 0),
-        appearance: Vec::new(),
-        up: None,
-    };
+    let mut tally = Tally::new();
     let mut gpu = 0_u64;
     let mut latest = None;
     // The last step's splat count (a step's event comes before its evaluation's).
@@ -343,8 +374,10 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
                 bail!("{message}");
             }
             Event::Warning(message) => progress.println(&format!("warning: {message}")),
-            Event::RunStarted { splats, steps, .. } => {
+            Event::RunStarted { splats, steps, appearance, .. } => {
+                progress.println(&appearance.to_string());
                 progress.println(&format!("training {splats} splats for {steps} steps"));
+                tally.decision = Some(appearance);
                 tally.start = Instant::now();
             }
             Event::Memory(snapshot) => {

@@ -79,7 +79,8 @@ pub struct TrainConfig {
     /// for captures whose exposure or colour changes from photo to photo; the splats, the
     /// exports and the evaluation stay untransformed. Each view's transform starts from its
     /// photo's EXIF exposure where every photo has one. auto: on where the train photos' EXIF
-    /// exposures span a third of a stop or more.
+    /// exposures span a third of a stop or more, or else where the train views' colours
+    /// drift against the sparse points' (a video's frames have no EXIF).
     #[arg(long, default_value_t = Compensation::Auto, value_parser = Compensation::parse)]
     #[serde(
         default = "Compensation::before_it_was_kept",

@@ -132,7 +132,7 @@ impl MemoryPane {
         let run = session.run.as_ref()?;
         let splats = run.last?.splats;
         let dataset = &session.dataset.as_ref()?.dataset;
-        let appearance = train.appearance.resolve(&dataset.train).is_on();
+        let appearance = train.appearance.resolve(dataset).is_on();
         let views = if appearance { dataset.train.len() as u32 } else { 0 };
         let shape = RunShape::for_dataset(dataset, u64::from(splats), train.sh_degree)
             .with_precision(train.sh_precision)

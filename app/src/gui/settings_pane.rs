@@ -2,7 +2,7 @@
 //! rows, what a run with them would reach and its predicted memory.
 
 use egui::Color32;
-use splat_trainer::appearance::Compensation;
+use splat_trainer::appearance::{Compensation, Decision};
 use splat_trainer::config::{DEFAULT_ALPHA_LOSS_WEIGHT, Progressive, TrainConfig, Transparency};
 use splat_trainer::dataset::{Dataset, LoadOptions};
 use splat_trainer::densify::Strategy;
@@ -113,7 +113,8 @@ impl SettingsPane {
             ui.end_row();
             transparency_row(ui, editable, &mut settings.train.transparency);
             progressive_row(ui, editable, &mut settings.train.progressive);
-            appearance_row(ui, editable, &mut settings.train.appearance);
+            let auto = session.dataset.as_ref().map(|d| Compensation::Auto.decide(&d.dataset));
+            appearance_row(ui, editable, &mut settings.train.appearance, auto.as_ref());
             let label = ui.label("Eval every");
             ui.add(
                 egui::DragValue::new(&mut settings.train.eval_every)
@@ -181,7 +182,7 @@ impl SettingsPane {
         let model = MemoryModel::default();
         let budget = self.next.budget_bytes();
         // The task also caps by the device's binding limits; the budget is what the user sets.
-        let appearance = train.appearance.resolve(&dataset.train).is_on();
+        let appearance = train.appearance.resolve(dataset).is_on();
         let sh = (train.sh_degree, train.sh_precision, appearance);
         let shape = model.plan_run(dataset, train.max_splats, sh, budget, None).shape;
         let peak = model.predict(&shape).peak_bytes;
@@ -257,14 +258,29 @@ fn progressive_row(ui: &mut egui::Ui, editable: bool, progressive: &mut Progress
     ui.end_row();
 }
 
-/// The settings' per-view appearance row: its label and combo box.
-fn appearance_row(ui: &mut egui::Ui, editable: bool, appearance: &mut Compensation) {
+/// The settings' per-view appearance row: its label and combo box. `auto`: what Auto decides
+/// for the loaded dataset, shown in its name and said on hover.
+fn appearance_row(
+    ui: &mut egui::Ui,
+    editable: bool,
+    appearance: &mut Compensation,
+    auto: Option<&Decision>,
+) {
     let label = ui.label("Appearance");
-    let name = |c: Compensation| match c {
-        Compensation::Auto => "Auto (from EXIF)",
-        Compensation::On => "Per-view exposure and colour",
-        Compensation::Off => "Off",
+    let name = |c: Compensation| match (c, auto) {
+        (Compensation::Auto, Some(decided)) => format!("Auto ({})", decided.compensation),
+        (Compensation::Auto, None) => "Auto".to_owned(),
+        (Compensation::On, _) => "Per-view exposure and colour".to_owned(),
+        (Compensation::Off, _) => "Off".to_owned(),
     };
+    let hint = "Learn a colour transform for each photo (exposure, white balance) that the loss \
+                sees the render through: for phone captures whose exposure or colour changes \
+                between photos. Each starts from its photo's EXIF exposure where every photo \
+                has one. Auto turns it on where those differ by a third of a stop or more, or \
+                else where the photos' colours drift against the sparse points' (a video's \
+                frames have no EXIF). The splats, exports and evaluation stay untouched";
+    let hint =
+        auto.map_or_else(|| hint.to_owned(), |decided| format!("{hint}.\n\nAuto: {decided}"));
     ui.add_enabled_ui(editable, |ui| {
         egui::ComboBox::from_id_salt("appearance")
             .selected_text(name(*appearance))
@@ -277,13 +293,7 @@ fn appearance_row(ui: &mut egui::Ui, editable: bool, appearance: &mut Compensati
             .labelled_by(label.id)
     })
     .response
-    .on_hover_text(
-        "Learn a colour transform for each photo (exposure, white balance) that the loss sees \
-         the render through: for phone captures whose exposure or colour changes between \
-         photos. Each starts from its photo's EXIF exposure where every photo has one; Auto \
-         turns it on where those differ by a third of a stop or more. The splats, exports and \
-         evaluation stay untouched",
-    );
+    .on_hover_text(hint);
     ui.end_row();
 }
 

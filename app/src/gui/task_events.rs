@@ -45,9 +45,10 @@ impl SplatApp {
                 // view from there orbits the scene's focus.
                 self.viewport.jump_to_camera(&self.session, 0);
             }
-            Event::RunStarted { run, splats, steps } => {
+            Event::RunStarted { run, splats, steps, appearance } => {
                 self.session.kept = None;
                 self.log.info(format!("Run {run}: {splats} splats, {steps} steps."));
+                self.log.info(format!("Run {run}: {appearance}."));
                 self.session.run = Some(RunInfo::new(run, steps));
                 self.history = History::default();
             }

@@ -42,7 +42,10 @@
 //! video whose exposure drifts along the path, a run without it bakes the drift into the
 //! splats' view-dependent colour, which an eval frame between two train frames then matches.
 
+pub mod drift;
 pub mod reference;
+
+pub use drift::PixelDrift;
 
 use bytemuck::{Pod, Zeroable};
 use splat_render::kernels::DispatchLimits;
@@ -71,9 +74,9 @@ const PIXEL_BYTES: u64 = 16;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Compensation {
     /// On where the train views' EXIF says their exposures differ by [`AUTO_SPREAD_STOPS`] or
-    /// more ([`Compensation::resolve`]), off otherwise: a capture's pixels alone do not say
-    /// whether its colours changed with the camera or with the view (BENCHMARKS.md: a phone
-    /// video's drift along its path, which the raw eval PSNR rewards).
+    /// more, or where their pixels drift against the sparse points' colours by
+    /// [`AUTO_DRIFT_STOPS`] in exposure or [`AUTO_COLOUR_STOPS`] in colour balance; off
+    /// otherwise ([`Compensation::decide`]).
     #[default]
     Auto,
     On,
@@ -85,22 +88,140 @@ pub enum Compensation {
 /// takes, a 26% change of the light.
 pub const AUTO_SPREAD_STOPS: f64 = 1.0 / 3.0;
 
+/// The spread of the train views' exposure read from their pixels
+/// ([`PixelDrift::exposure_stops`], in stops of pixel value) from which
+/// [`Compensation::Auto`] turns compensation on: a 1.7× range of brightness. The shared COLMAP
+/// captures as taken spread 0.03–0.59 at 48–1,600 px (a phone video's own exposure step, a
+/// camera's small changes: drift the eval views share, which raw eval PSNR rewards leaving
+/// in); with gains of 0.5–2× and ±15% a channel, 1.5–2.0 over 20–25 views, 0.54–1.57 over
+/// maupertuis's 3 (BENCHMARKS.md, "Exposure drift read from the pixels").
+pub const AUTO_DRIFT_STOPS: f64 = 0.75;
+
+/// The spread of one channel's balance read from the pixels ([`PixelDrift::colour_stops`])
+/// from which [`Compensation::Auto`] turns compensation on: one channel 9% off the others'.
+/// The shared captures as taken spread 0.01–0.10; with ±15% a channel, 0.13–0.48.
+pub const AUTO_COLOUR_STOPS: f64 = 0.12;
+
+/// What a run's per-view appearance is, and what decided it ([`Compensation::decide`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    /// `On` or `Off`.
+    pub compensation: Compensation,
+    pub from: Evidence,
+}
+
+/// What [`Compensation::decide`] read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Evidence {
+    /// The setting was on or off.
+    Setting,
+    /// A resumed run keeps its checkpoint's.
+    Checkpoint,
+    /// The train photos' EXIF exposures, `spread_stops` apart.
+    Exif { spread_stops: f64 },
+    /// The train views' pixels against the sparse points' colours.
+    Pixels(PixelDrift),
+    /// No EXIF exposure that differs, and no drift read from the pixels: no coloured points
+    /// to read them against (`points` false), or too few views that show enough of them.
+    Nothing { points: bool },
+}
+
+impl Decision {
+    /// `setting`, `exif`, `pixels` or `nothing`: for metrics files.
+    #[must_use]
+    pub fn source(&self) -> &'static str {
+        match self.from {
+            Evidence::Setting => "setting",
+            Evidence::Checkpoint => "checkpoint",
+            Evidence::Exif { .. } => "exif",
+            Evidence::Pixels(_) => "pixels",
+            Evidence::Nothing { .. } => "nothing",
+        }
+    }
+}
+
+impl Decision {
+    /// What decided it, in words (no leading "on" or "off").
+    #[must_use]
+    pub fn reason(&self) -> String {
+        match self.from {
+            Evidence::Setting => "as set".to_owned(),
+            Evidence::Checkpoint => "as the checkpoint trained".to_owned(),
+            Evidence::Exif { spread_stops } => {
+                format!("the train photos' EXIF exposures span {spread_stops:.1} stops")
+            }
+            Evidence::Pixels(drift) => format!(
+                "against {} sparse points' colours, the {} train views' brightness spans {:.2} \
+                 stops and their colour balance {:.2}; auto turns it on from {AUTO_DRIFT_STOPS:.2} \
+                 or {AUTO_COLOUR_STOPS:.2}",
+                drift.points, drift.views, drift.exposure_stops, drift.colour_stops,
+            ),
+            Evidence::Nothing { points: false } => "no EXIF exposure differs, and there are \
+                                                    no coloured sparse points to read the \
+                                                    pixels' drift against"
+                .to_owned(),
+            Evidence::Nothing { points: true } => "no EXIF exposure differs, and too few train \
+                                                   views show enough sparse points on flat \
+                                                   surfaces to read the pixels' drift (the \
+                                                   images may be too small)"
+                .to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for Decision {
+    /// One line: on or off, and from what.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let on = self.compensation;
+        match self.from {
+            Evidence::Setting | Evidence::Checkpoint => {
+                write!(f, "per-view appearance {on} ({})", self.reason())
+            }
+            Evidence::Exif { .. } if on.is_on() => write!(
+                f,
+                "per-view appearance on: {}; each view's colour transform starts from its exposure",
+                self.reason()
+            ),
+            _ => write!(f, "per-view appearance {on}: {}", self.reason()),
+        }
+    }
+}
+
 /// The exponent between a change of the light and the change of an 8-bit sRGB value it makes
 /// in the mid-tones (sRGB's curve is about a power of 1/2.2; a camera's tone curve differs, so
 /// EXIF gives a start, not the answer).
 pub const ENCODING_GAMMA: f64 = 2.2;
 
 impl Compensation {
-    /// `On` or `Off`: `Auto` decided by the train views' EXIF exposure.
+    /// `On` or `Off` and why: `Auto` by the train photos' EXIF exposure where it differs, else
+    /// by the pixels' drift the dataset read when it loaded ([`Dataset::pixel_drift`]). Before
+    /// the run's first step, so that its run is `on`'s or `off`'s, bit for bit.
+    ///
+    /// [`Dataset::pixel_drift`]: crate::dataset::Dataset::pixel_drift
     #[must_use]
-    pub fn resolve(self, train: &[crate::dataset::View]) -> Self {
+    pub fn decide(self, dataset: &crate::dataset::Dataset) -> Decision {
+        let decided =
+            |on: bool, from| Decision { compensation: if on { Self::On } else { Self::Off }, from };
         match self {
-            Self::Auto if exif_spread_stops(train).is_some_and(|s| s >= AUTO_SPREAD_STOPS) => {
-                Self::On
-            }
-            Self::Auto => Self::Off,
-            decided => decided,
+            Self::On | Self::Off => Decision { compensation: self, from: Evidence::Setting },
+            Self::Auto => match (exif_spread_stops(&dataset.train), dataset.pixel_drift) {
+                (Some(spread_stops), _) if spread_stops >= AUTO_SPREAD_STOPS => {
+                    decided(true, Evidence::Exif { spread_stops })
+                }
+                (_, Some(drift)) => decided(drift.drifts(), Evidence::Pixels(drift)),
+                (Some(spread_stops), None) => decided(false, Evidence::Exif { spread_stops }),
+                (None, None) => {
+                    let points = dataset.init_points.as_ref().is_some_and(|p| p.has_color);
+                    decided(false, Evidence::Nothing { points })
+                }
+            },
         }
+    }
+
+    /// `On` or `Off`: [`Compensation::decide`]'s answer.
+    #[must_use]
+    pub fn resolve(self, dataset: &crate::dataset::Dataset) -> Self {
+        self.decide(dataset).compensation
     }
 
     /// True for `On` (`Auto` counts as off until it is resolved).

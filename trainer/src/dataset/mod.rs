@@ -31,6 +31,8 @@ use std::path::{Path, PathBuf};
 use glam::Vec3;
 use splat_formats::PointCloud;
 
+use crate::appearance::drift::PixelDrift;
+
 pub use error::DatasetError;
 pub use exposure::Exposure;
 pub use source::MAX_ZIP_ENTRY_BYTES;
@@ -163,6 +165,10 @@ pub struct Dataset {
     pub camera_count: usize,
     /// `init.ply` beside the dataset, else COLMAP's `points3D`, else `None` (random init).
     pub init_points: Option<PointCloud>,
+    /// How far the train views' exposure and colour drift against the initial points'
+    /// colours, read when it loads; `None` where they have none. Set it again after changing
+    /// the train images.
+    pub pixel_drift: Option<PixelDrift>,
     /// How it was loaded (a checkpoint carries them, to load it the same way again).
     pub options: LoadOptions,
     /// Things a user should know that did not stop loading (skipped frames, ignored
@@ -224,6 +230,7 @@ pub fn load_dataset(path: &Path, options: &LoadOptions) -> Result<Dataset, Datas
     let camera_count = parsed.camera_count.unwrap_or_else(|| {
         views::distinct_intrinsics(train.iter().chain(&eval).map(|view| &view.camera))
     });
+    let pixel_drift = init_points.as_ref().and_then(|points| PixelDrift::measure(&train, points));
     Ok(Dataset {
         format: parsed.format,
         source: path.to_path_buf(),
@@ -231,6 +238,7 @@ pub fn load_dataset(path: &Path, options: &LoadOptions) -> Result<Dataset, Datas
         eval,
         camera_count,
         init_points,
+        pixel_drift,
         options: options.clone(),
         warnings: parsed.warnings,
     })

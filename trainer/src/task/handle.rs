@@ -142,6 +142,8 @@ pub enum Event {
         run: u64,
         splats: u32,
         steps: u32,
+        /// Whether the run compensates per-view appearance, and why.
+        appearance: crate::appearance::Decision,
     },
     Step(StepStats),
     /// A step's loss, read back a step or so after the step (see `Trainer::next_metrics`).

@@ -29,6 +29,7 @@ use splat_formats::{PointCloud, Splats, ply};
 use splat_render::level::{leveling_rotation, rotate_splats};
 use splat_render::{GpuContext, GpuError, GpuSplats, Owner, ShPrecision, human_bytes};
 
+use crate::appearance::{Compensation, Decision, Evidence};
 use crate::checkpoint::{self, Checkpoint};
 use crate::config::TrainConfig;
 use crate::dataset::{Dataset, LoadOptions, load_dataset};
@@ -397,10 +398,11 @@ impl Task {
             }
         };
         let requested = config.appearance;
+        let appearance = requested.decide(&dataset);
         let mut config = config.clone();
-        config.appearance = requested.resolve(&dataset.train);
-        if let Some(note) = appearance_note(&dataset, &config) {
-            self.warn(note).await;
+        config.appearance = appearance.compensation;
+        if let Some(warning) = appearance_warning(&dataset, &appearance) {
+            self.warn(warning).await;
         }
         let Some((config, placement)) = self.fit_budget(&dataset, &config).await else {
             return;
@@ -442,6 +444,7 @@ impl Task {
                     run: self.next_run - 1,
                     splats: trainer.splat_count(),
                     steps: config.steps,
+                    appearance,
                 })
                 .await;
                 self.trainer = Some(trainer);
@@ -924,6 +927,10 @@ impl Task {
                     run: self.next_run - 1,
                     splats: trainer.splat_count(),
                     steps: trainer.config().steps,
+                    appearance: Decision {
+                        compensation: trainer.config().appearance,
+                        from: Evidence::Checkpoint,
+                    },
                 })
                 .await;
                 self.trainer = Some(trainer);
@@ -966,22 +973,17 @@ fn run_id(owner: Owner) -> u64 {
     }
 }
 
-/// What a run about to start should say of its per-view appearance, where the photos' EXIF
-/// speaks: that it turned compensation on, or that it is off although their exposures differ.
-fn appearance_note(dataset: &Dataset, config: &TrainConfig) -> Option<String> {
-    let spread = crate::appearance::exif_spread_stops(&dataset.train)?;
-    if spread < crate::appearance::AUTO_SPREAD_STOPS {
+/// A warning where a run set off leaves out the drift `auto` would have compensated.
+fn appearance_warning(dataset: &Dataset, decision: &Decision) -> Option<String> {
+    if decision.from != Evidence::Setting || decision.compensation.is_on() {
         return None;
     }
-    Some(if config.appearance.is_on() {
+    let auto = Compensation::Auto.decide(dataset);
+    auto.compensation.is_on().then(|| {
         format!(
-            "per-view appearance is on: the train photos' EXIF exposures span {spread:.1} stops; \
-             each view's colour transform starts from its exposure"
-        )
-    } else {
-        format!(
-            "the train photos' EXIF exposures span {spread:.1} stops, and per-view appearance \
-             is off: their brightness differences go into the splats"
+            "per-view appearance is set off, and auto would turn it on ({}): the views' \
+             brightness and colour differences go into the splats",
+            auto.reason()
         )
     })
 }

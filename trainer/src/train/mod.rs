@@ -434,7 +434,7 @@ impl Trainer {
         // compensation from the dataset, and at step 0 progressive stages from the planned
         // steps and the background from how the dataset was loaded.
         let mut config = config;
-        config.appearance = config.appearance.resolve(&dataset.train);
+        config.appearance = config.appearance.resolve(&dataset);
         if step == 0 {
             config.progressive = config.progressive.fixed(config.steps);
             config.background = dataset.options.background;
