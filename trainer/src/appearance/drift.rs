@@ -7,10 +7,11 @@
 //! view: project the sparse points (an even subsample), keep those nearest the camera in their
 //! cell of a coarse grid (the others are likely hidden behind them), and take per channel the
 //! median of log2(pixel / point colour), leaving out dark and clipped values, whose ratios say
-//! little, and edges, where a point projected a pixel off reads another surface. The view's exposure is the three channels' mean and its colour balance each channel
-//! less that; the drift is their spread over the views, the largest less the smallest. It is
-//! read once, when the capture loads, in milliseconds, and changes nothing in a run: `auto`
-//! decides before the first step, so its run is `on`'s or `off`'s, bit for bit.
+//! little, and edges, where a point projected a pixel off reads another surface. The view's
+//! exposure is the three channels' mean and its colour balance each channel less that; the
+//! drift is their spread over the views, the largest less the smallest. It is read once, when
+//! the capture loads, in milliseconds, and changes nothing in a run: `auto` decides before the
+//! first step, so its run is `on`'s or `off`'s, bit for bit.
 
 use glam::Vec3;
 use splat_formats::PointCloud;
@@ -87,9 +88,7 @@ impl PixelDrift {
             colour_stops,
         })
     }
-}
 
-impl PixelDrift {
     /// Whether it is drift `auto` compensates: [`super::AUTO_DRIFT_STOPS`] of exposure or
     /// [`super::AUTO_COLOUR_STOPS`] of colour balance, or more.
     #[must_use]
