@@ -235,12 +235,9 @@ mod tests {
                 }
             }
         }
-        // Behind the wall's first square: as bright as can be, never seen.
-        positions.push([
-            (step as f32 / 2.0 + 0.5 - f) * 8.0 / f,
-            (step as f32 / 2.0 + 0.5 - f) * 8.0 / f,
-            8.0,
-        ]);
+        // Behind the wall's first square (twice as far, on the same ray): red, never seen.
+        let first = (step as f32 / 2.0 + 0.5 - f) * 8.0 / f;
+        positions.push([first, first, 8.0]);
         colors.push([0.95, 0.1, 0.1]);
         let camera = Camera {
             width: size,
