@@ -9,9 +9,10 @@
 //!   few pixels at a splat's cut the other way), the mean error, the largest, and the PSNR;
 //! - **backward**: the gradient of every parameter group for a seeded cotangent against the
 //!   reference's, as relative L2 errors;
-//! - **reductions**: the same gradients with the adapter's subgroups and with the portable
-//!   path in groups of 4 to 64 lanes (standing in for other adapters' subgroups) are the same
-//!   bits (reported but not judged on Metal, whose fast math may reassociate the sums);
+//! - **reductions**: the same gradients with the adapter's subgroups (compiled for its one
+//!   width where it has one, and with the width read at run time) and with the portable path
+//!   in groups of 4 to 64 lanes (standing in for other adapters' subgroups) are the same bits
+//!   (reported but not judged on Metal, whose fast math may reassociate the sums);
 //! - **training**: two short runs with the same seed, refinements included, end with the same
 //!   bits (per-pass GPU times are taken during the first);
 //! - the adapter's limits and features and what they imply (the largest run in the memory
@@ -444,6 +445,10 @@ fn check_reductions(
         [4, 8, 16, 32, 64].map(|lanes| Reduction::Portable { lanes }).to_vec();
     if ctx.device.features().contains(wgpu::Features::SUBGROUP) {
         reductions.insert(0, Reduction::Subgroup);
+        // Where Subgroup is compiled for the adapter's one width, the run-time width too.
+        if ctx.adapter_info.subgroup_min_size == ctx.adapter_info.subgroup_max_size {
+            reductions.insert(1, Reduction::SubgroupAnyWidth);
+        }
     }
     let renderers: Vec<Renderer> =
         reductions.iter().map(|&r| Renderer::with_reduction(ctx, r)).collect::<Result<_, _>>()?;
@@ -475,6 +480,7 @@ fn check_reductions(
         .iter()
         .map(|r| match r {
             Reduction::Subgroup => "subgroups".to_string(),
+            Reduction::SubgroupAnyWidth => "subgroups (any width)".to_string(),
             Reduction::Portable { lanes } => format!("{lanes}"),
         })
         .collect();

@@ -31,8 +31,12 @@ pub const BINARY16: &str = include_str!("binary16.wgsl");
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduction {
     /// The tree's lower levels within the adapter's subgroups (adapter feature `SUBGROUP`),
-    /// whatever width the driver picks.
+    /// whatever width the driver picks; compiled for the adapter's one width where all its
+    /// pipelines have the same ([`Kernel::constants`]).
     Subgroup,
+    /// As `Subgroup`, the width always read at run time, as adapters whose pipelines differ
+    /// in width (AMD, Intel) run it: for tests on adapters of one width.
+    SubgroupAnyWidth,
     /// Workgroup memory only, in groups of `lanes` invocations (a power of two, 4..=64):
     /// works everywhere, slower. Other widths than 8 stand in for other adapters' subgroups
     /// in tests and the self-test.
@@ -75,6 +79,9 @@ impl Kernel {
             Self::Intersect => "intersect",
             Self::RasterizeForward => "rasterize_forward",
             Self::RasterizeBackward(Reduction::Subgroup) => "rasterize_backward (subgroups)",
+            Self::RasterizeBackward(Reduction::SubgroupAnyWidth) => {
+                "rasterize_backward (subgroups, any width)"
+            }
             Self::RasterizeBackward(Reduction::Portable { .. }) => "rasterize_backward (portable)",
         }
     }
@@ -96,7 +103,7 @@ impl Kernel {
             Self::RasterizeForward => &[COMMON, include_str!("rasterize_forward.wgsl")],
             // Naga (wgpu 30) takes subgroup operations without `enable subgroups;` (it refuses
             // the directive); the device feature `SUBGROUP` is what allows them.
-            Self::RasterizeBackward(Reduction::Subgroup) => &[
+            Self::RasterizeBackward(Reduction::Subgroup | Reduction::SubgroupAnyWidth) => &[
                 COMMON,
                 include_str!("rasterize_backward.wgsl"),
                 include_str!("reduce_subgroup.wgsl"),
@@ -112,12 +119,22 @@ impl Kernel {
 }
 
 impl Kernel {
-    /// Values of the source's pipeline-overridable constants.
+    /// Values of the source's pipeline-overridable constants on `adapter`.
     #[must_use]
-    pub fn constants(self) -> Vec<(&'static str, f64)> {
+    pub fn constants(self, adapter: &wgpu::AdapterInfo) -> Vec<(&'static str, f64)> {
         match self {
             Self::RasterizeBackward(Reduction::Portable { lanes }) => {
                 vec![("LANES", f64::from(lanes))]
+            }
+            // An adapter whose pipelines all run at one subgroup width (lavapipe, NVIDIA) gets
+            // its reduction compiled for that width: the branches on the width are then gone
+            // when the pipeline is built. A CPU driver runs every branch it cannot prove
+            // uniform: lavapipe's backward runs about a quarter faster without them
+            // (bench-render, BENCHMARKS.md). The tree, and so every bit, is the same.
+            Self::RasterizeBackward(Reduction::Subgroup)
+                if adapter.subgroup_min_size == adapter.subgroup_max_size =>
+            {
+                vec![("SUBGROUP_WIDTH", f64::from(adapter.subgroup_min_size))]
             }
             _ => Vec::new(),
         }

@@ -8,6 +8,11 @@
 
 var<private> lanes: u32;
 
+// The adapter's one subgroup width, where all its pipelines have the same (kernels/mod.rs);
+// 0: the width is read at run time. Known, the switches on the width below and in
+// `tree_sum` are decided when the pipeline is built.
+override SUBGROUP_WIDTH: u32 = 0u;
+
 // One level of the butterfly: the lane's sum and its partner's at distance d.
 fn level(s: f32, d: u32) -> f32 {
     return s + subgroupShuffleXor(s, d);
@@ -36,6 +41,8 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
         @builtin(num_workgroups) groups: vec3<u32>,
         @builtin(num_subgroups) num_subgroups: u32, @builtin(subgroup_id) subgroup: u32,
         @builtin(subgroup_size) width: u32, @builtin(subgroup_invocation_id) lane: u32) {
-    lanes = width;
-    backward(gid, lid, subgroup * width + lane, groups, num_subgroups, subgroup, lane == 0u);
+    let known = SUBGROUP_WIDTH != 0u;
+    lanes = select(width, SUBGROUP_WIDTH, known);
+    let num_groups = select(num_subgroups, THREADS / max(SUBGROUP_WIDTH, 1u), known);
+    backward(gid, lid, subgroup * lanes + lane, groups, num_groups, subgroup, lane == 0u);
 }

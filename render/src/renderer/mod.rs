@@ -141,7 +141,7 @@ pub struct Renderer {
 /// `decl`, an entry point of `kernel`'s composed WGSL.
 fn build(ctx: &GpuContext, kernel: Kernel, decl: &KernelDecl) -> ComputeKernel {
     let module = shader_module(&ctx.device, kernel.label(), &kernel.source());
-    let constants = kernel.constants();
+    let constants = kernel.constants(&ctx.adapter_info);
     ComputeKernel::new(
         &ctx.device,
         &module,

@@ -532,7 +532,8 @@ fn gradient_bits(
 #[test]
 fn every_reduction_width_gives_the_same_bits() {
     // The tile sums are one fixed tree whatever the width of the groups that make its lower
-    // levels (rasterize_backward.wgsl): the adapter's subgroups and the portable path in
+    // levels (rasterize_backward.wgsl): the adapter's subgroups (compiled for the adapter's
+    // one width, and read at run time as on adapters of several) and the portable path in
     // groups of 4 to 64 lanes (standing in for the subgroups of other adapters: 4 to 64 on
     // real GPUs) agree bit for bit. A sequential sum per group, as before, differs as soon as
     // the width does. Dense, translucent scenes, so that most pixels of a tile add to most
@@ -565,7 +566,7 @@ fn every_reduction_width_gives_the_same_bits() {
     let mut reductions: Vec<Reduction> =
         [4, 8, 16, 32, 64].map(|lanes| Reduction::Portable { lanes }).to_vec();
     if ctx.device.features().contains(wgpu::Features::SUBGROUP) {
-        reductions.push(Reduction::Subgroup);
+        reductions.extend([Reduction::Subgroup, Reduction::SubgroupAnyWidth]);
     }
     for (what, splats, cam) in [
         ("real scene", &real, look_at_scene(&real, 96, 72)),
