@@ -319,7 +319,7 @@ const STAGES: [&str; 15] = [
 /// with `--profile`, the GPU time of every pass from timestamp queries.
 #[expect(clippy::too_many_lines, reason = "one benchmark, printed top to bottom")]
 pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
-    use splat_trainer::config::TrainConfig;
+    use splat_trainer::config::{SplatBudget, TrainConfig};
     use splat_trainer::dataset::{LoadOptions, load_dataset};
     use splat_trainer::densify::{DefaultConfig, Strategy};
     use splat_trainer::init::splats_from_points;
@@ -343,7 +343,7 @@ pub fn run_train(args: &TrainBenchArgs) -> anyhow::Result<()> {
         sh_degree_interval: 1,
         sh_precision: args.sh_precision,
         strategy: Strategy::Default(DefaultConfig { start: u32::MAX, ..DefaultConfig::default() }),
-        max_splats: u32::MAX,
+        max_splats: SplatBudget::Count(u32::MAX),
         eval_every: 0,
         appearance: splat_trainer::appearance::Compensation::Off,
         ..TrainConfig::default()

@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 use splat_trainer::appearance::{Compensation, Decision, Evidence, ViewAppearance};
 use splat_trainer::checkpoint;
-use splat_trainer::config::{Progressive, TrainConfig};
+use splat_trainer::config::{Progressive, SplatBudget, TrainConfig};
 use splat_trainer::dataset::LoadOptions;
 use splat_trainer::formats::Loaded;
 use splat_trainer::formats::filter::Filter;
@@ -171,7 +171,10 @@ fn agrees(
         "appearance" => {
             config.appearance == Compensation::Auto || config.appearance == saved.appearance
         }
-        "max_splats" => config.max_splats >= saved.max_splats,
+        "max_splats" => {
+            config.max_splats == SplatBudget::Auto
+                || config.max_splats.count() >= saved.max_splats.count()
+        }
         _ => asked == kept,
     }
 }
@@ -424,8 +427,10 @@ fn follow(task: &TaskHandle, args: &TrainArgs, out: &Path) -> anyhow::Result<()>
             // A step's loss comes back a step or so after the step.
             Event::Metrics(m) => latest = Some(m),
             Event::Prediction { peak_bytes, budget_bytes, max_splats, .. } => {
+                let auto = args.config.max_splats == SplatBudget::Auto && args.resume.is_none();
                 progress.println(&format!(
-                    "predicted peak GPU memory {} for up to {max_splats} splats (budget {})",
+                    "splat budget {max_splats}{}: predicted peak GPU memory {} (memory budget {})",
+                    if auto { " (auto)" } else { "" },
                     human_bytes(peak_bytes),
                     human_bytes(budget_bytes)
                 ));

@@ -33,7 +33,7 @@ pub use ledger::{Allocation, Category, Ledger, LedgerEntry, LedgerSnapshot, Owne
 pub use profiler::{FrameTimings, PassTimer, PassTiming, Profile};
 pub use readback::SetOnDrop;
 pub use renderer::{
-    ForwardBackward, FrameCounts, FrameScratch, FrameStats, RenderSettings, Renderer,
+    ForwardBackward, FrameCounts, FrameScratch, FrameStats, Growth, RenderSettings, Renderer,
 };
 pub use view_controller::ViewController;
 pub use wgpu;

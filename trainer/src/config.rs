@@ -42,9 +42,14 @@ pub struct TrainConfig {
     /// original) or mcmc.
     #[arg(long, default_value_t = Strategy::default(), value_parser = Strategy::parse)]
     pub strategy: Strategy,
-    /// Cap on the splat count, for every strategy.
-    #[arg(long, default_value_t = 3_000_000, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_splats: u32,
+    /// Most splats the run may have (auto or a count): compact grows toward it, no strategy
+    /// passes it. auto: for compact 7.5 × √(the train views' pixels), half the count Brush 1.0
+    /// reached on a capture at full resolution; for 3dgs and mcmc 3,000,000. Never fewer than
+    /// the initial points. Fixed when the run starts, and lowered where the memory budget
+    /// cannot hold it.
+    #[arg(long, default_value_t = SplatBudget::Auto, value_parser = SplatBudget::parse)]
+    #[serde(with = "splat_budget")]
+    pub max_splats: SplatBudget,
     /// Evaluate on the eval views every N steps (0: only at the end).
     #[arg(long, default_value_t = 1000)]
     pub eval_every: u32,
@@ -296,6 +301,96 @@ impl std::fmt::Display for Progressive {
     }
 }
 
+/// The most splats a run may have ([`TrainConfig::max_splats`]): `auto`, fixed to a count when
+/// the run starts ([`SplatBudget::fixed`]), or a count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SplatBudget {
+    /// [`SplatBudget::auto_count`] for the run's strategy and images.
+    #[default]
+    Auto,
+    Count(u32),
+}
+
+/// Auto's splats per root pixel for compact: half of Brush 1.0's own count on desk-penguin at
+/// 1,600 px (H200, 2026-11-27: 91,636 splats over 25 train views of 1,600 × 898, 15.3 a root
+/// pixel). The square root: a finer image adds edges, whose length in pixels grows with the
+/// image's side, not its area, and each view shows again much of what the others showed.
+pub const AUTO_SPLATS_PER_ROOT_PIXEL: f64 = 7.5;
+
+/// Auto's count for 3dgs and mcmc: the cap every run had before the budget, which their own
+/// rules grow under.
+pub const AUTO_SPLATS_UNPACED: u32 = 3_000_000;
+
+impl SplatBudget {
+    /// The count, or for `Auto` (not yet fixed by a run) `u32::MAX`: no cap.
+    #[must_use]
+    pub fn count(self) -> u32 {
+        match self {
+            Self::Auto => u32::MAX,
+            Self::Count(n) => n,
+        }
+    }
+
+    /// What `Auto` gives a run of `strategy` on `dataset` (the train views at the size they
+    /// were loaded), before the floor of its initial points.
+    #[must_use]
+    pub fn auto_count(strategy: &Strategy, dataset: &crate::dataset::Dataset) -> u32 {
+        match strategy {
+            Strategy::Compact(_) => Self::for_pixels(
+                dataset
+                    .train
+                    .iter()
+                    .map(|v| u64::from(v.camera.width) * u64::from(v.camera.height))
+                    .sum(),
+            ),
+            Strategy::Default(_) | Strategy::Mcmc(_) => AUTO_SPLATS_UNPACED,
+        }
+    }
+
+    /// Auto's count for compact on train views of `pixels` in all:
+    /// [`AUTO_SPLATS_PER_ROOT_PIXEL`] × √pixels, at least 1.
+    #[must_use]
+    pub fn for_pixels(pixels: u64) -> u32 {
+        let count = AUTO_SPLATS_PER_ROOT_PIXEL * (pixels as f64).sqrt();
+        count.round().clamp(1.0, f64::from(u32::MAX)) as u32
+    }
+
+    /// `Auto` fixed for a run of `strategy` on `dataset` from `initial` splats: its count,
+    /// never fewer than the initial splats (a run keeps what it starts from); a count as it is.
+    #[must_use]
+    pub fn fixed(
+        self,
+        strategy: &Strategy,
+        dataset: &crate::dataset::Dataset,
+        initial: u32,
+    ) -> Self {
+        match self {
+            Self::Auto => Self::Count(Self::auto_count(strategy, dataset).max(initial)),
+            count @ Self::Count(_) => count,
+        }
+    }
+
+    /// `auto` or a count of at least 1.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "auto" => Ok(Self::Auto),
+            count => match count.parse::<u32>() {
+                Ok(n) if n >= 1 => Ok(Self::Count(n)),
+                _ => Err(format!("'{text}': auto or a count of splats (at least 1)")),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for SplatBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Auto => f.write_str("auto"),
+            Self::Count(n) => write!(f, "{n}"),
+        }
+    }
+}
+
 /// `f32` or `f16`.
 pub fn parse_sh_precision(text: &str) -> Result<ShPrecision, String> {
     ShPrecision::from_name(text.trim()).ok_or_else(|| format!("'{text}': f32 or f16"))
@@ -337,6 +432,33 @@ mod progressive_stages {
             [0, 0] => Progressive::Off,
             [half_from, full_from] => Progressive::Stages { half_from, full_from },
         })
+    }
+}
+
+/// [`SplatBudget`] in checkpoints: the count, as every file written before `auto` has it. A run
+/// fixes `Auto` when it starts, so only a setting that has not started a run writes `"auto"`.
+mod splat_budget {
+    use super::{Deserialize, Deserializer, Serialize, Serializer, SplatBudget};
+
+    #[expect(clippy::trivially_copy_pass_by_ref, reason = "serde's `with` passes a reference")]
+    pub fn serialize<S: Serializer>(value: &SplatBudget, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            SplatBudget::Auto => s.serialize_str("auto"),
+            SplatBudget::Count(n) => n.serialize(s),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SplatBudget, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Count(u32),
+            Word(String),
+        }
+        match Written::deserialize(d)? {
+            Written::Count(n) => Ok(SplatBudget::Count(n)),
+            Written::Word(word) => SplatBudget::parse(&word).map_err(serde::de::Error::custom),
+        }
     }
 }
 
@@ -385,7 +507,7 @@ mod tests {
         assert_eq!(config.steps, 30_000);
         assert_eq!((config.sh_degree, config.sh_degree_interval), (3, 1000));
         assert_eq!(config.strategy, Strategy::default());
-        assert_eq!(config.max_splats, 3_000_000);
+        assert_eq!(config.max_splats, SplatBudget::Auto);
         assert_eq!(config.transparency, Transparency::RandomBackground);
         assert_eq!(config.progressive, Progressive::Off);
         assert_eq!(config.appearance, Compensation::Auto);
@@ -406,6 +528,47 @@ mod tests {
         assert_eq!(rates.means_decay_steps, 30_000);
         let loss = config.loss_weights;
         assert_eq!([loss.l1, loss.ssim].map(f32::to_bits), [0.8_f32, 0.2].map(f32::to_bits));
+    }
+
+    /// Compact's auto budget on desk-penguin's 25 train views (16:9): 4,500 at 160 px, twice
+    /// that at twice the side, 45,000 at 1,600 px; the others' is the old cap.
+    #[test]
+    fn an_auto_budget_follows_the_root_of_the_pixels() {
+        let views = |w: u64, h: u64| 25 * w * h;
+        assert_eq!(SplatBudget::for_pixels(views(160, 90)), 4_500);
+        assert_eq!(SplatBudget::for_pixels(views(320, 180)), 9_000);
+        assert_eq!(SplatBudget::for_pixels(views(1_600, 900)), 45_000);
+        assert_eq!(SplatBudget::for_pixels(0), 1);
+        assert_eq!(SplatBudget::Count(7).count(), 7);
+        assert_eq!(SplatBudget::Auto.count(), u32::MAX, "not fixed: no cap");
+    }
+
+    #[test]
+    fn a_splat_budget_is_auto_or_a_count() {
+        assert_eq!(SplatBudget::parse("auto"), Ok(SplatBudget::Auto));
+        assert_eq!(SplatBudget::parse("9000"), Ok(SplatBudget::Count(9_000)));
+        for bad in ["0", "-3", "many", ""] {
+            let error = SplatBudget::parse(bad).expect_err(bad);
+            assert!(error.contains("auto or a count"), "{error}");
+        }
+        let parsed = |args: &[&str]| TrainConfig::try_parse_from(args).map(|c| c.max_splats);
+        assert_eq!(parsed(&["train"]).ok(), Some(SplatBudget::Auto));
+        assert_eq!(parsed(&["train", "--max-splats", "auto"]).ok(), Some(SplatBudget::Auto));
+        assert_eq!(parsed(&["train", "--max-splats", "50"]).ok(), Some(SplatBudget::Count(50)));
+        // In checkpoints a count is a number, as every earlier file has it.
+        let written = |budget| {
+            let config = TrainConfig { max_splats: budget, ..TrainConfig::default() };
+            serde_json::to_value(&config).expect("serialise")["max_splats"].clone()
+        };
+        assert_eq!(written(SplatBudget::Count(50)), serde_json::json!(50));
+        assert_eq!(written(SplatBudget::Auto), serde_json::json!("auto"));
+        for budget in [SplatBudget::Count(50), SplatBudget::Auto] {
+            let appearance = Compensation::Off;
+            let config = TrainConfig { max_splats: budget, appearance, ..TrainConfig::default() };
+            let json = serde_json::to_string(&config).expect("serialise");
+            let back: TrainConfig = serde_json::from_str(&json).expect("read back");
+            assert_eq!(back.max_splats, budget);
+        }
     }
 
     #[test]

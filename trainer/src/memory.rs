@@ -37,16 +37,16 @@
 //! | refinement plan                               | 32                | 32   | 32   | 32        |
 //! | **refinement**: parameters and moments, one group's new ones, the plan | 3·(P + G) + 32 | 248 | 992 | 620 |
 //! | rasterizer scratch, per splat of capacity: projected 48 (in depth order), six u32 arrays 24, depth sort 8.1, two scans 0.02 | 80.1 | | | |
-//! | rasterizer scratch, per intersection of capacity: tile ids 4, intersection ids 4, their splats 4, dL/dprojected partials 36, tile sort 8.1 | 56.1 | | | |
+//! | rasterizer scratch, per intersection of capacity: tile ids 4, intersection ids 4, their splats 4, dL/dprojected partials and the absolute growth statistic's share 40, tile sort 8.1 | 60.1 | | | |
 //!
 //! Per pixel: in the frame scratch image 16, final transmittance 4, last entry 4, last band 4; beside it
 //! `v_image` 16, two streamed targets 10 (RGBA8 and an alpha plane), loss maps 36. Per tile:
 //! ranges 8 in the frame scratch; loss sums 16 and their readback 16.
 //!
 //! So the peak is a step's: a splat at SH 3 takes 956 + 1.5 × 80.1 ≈ 1,076 bytes (824 with
-//! 16-bit SH), plus 1.5 × 56.1 ≈ 84 bytes for each tile it touches (the backward pass's
-//! per-intersection partials, 36 of them, are the price of a sum in fixed order); at SH 0,
-//! 356 plus 84 a tile. A refinement (992 at SH 3, 620 with 16-bit SH, 248 at SH 0) stays
+//! 16-bit SH), plus 1.5 × 60.1 ≈ 90 bytes for each tile it touches (the backward pass's
+//! per-intersection partials, 40 of them, are the price of a sum in fixed order); at SH 0,
+//! 356 plus 90 a tile. A refinement (992 at SH 3, 620 with 16-bit SH, 248 at SH 0) stays
 //! below it. Before the scratch was let go and refinements went group by group, a refinement
 //! held two full states beside the scratch: 2,112 + 168 at SH 3, with a `v_projected` of 36
 //! bytes a splat more.
@@ -56,7 +56,7 @@
 //! [`DEFAULT_INTERSECTIONS_PER_SPLAT`] for each number and where it came from.
 //!
 //! Not included: a viewer rendering the same splats keeps its own [`FrameScratch`] (about
-//! 115 bytes a splat and 84 a tile intersection more), and what other runs hold.
+//! 115 bytes a splat and 90 a tile intersection more), and what other runs hold.
 
 use std::sync::Arc;
 
@@ -789,7 +789,7 @@ impl MeasuredRun {
             sh_degree_interval: 1,
             sh_precision: self.sh_precision,
             strategy,
-            max_splats: cap,
+            max_splats: crate::config::SplatBudget::Count(cap),
             eval_every: 0,
             seed: MEASURE_SEED,
             appearance: crate::appearance::Compensation::Off,

@@ -539,7 +539,7 @@ fn check_training(
             refine_every: every,
             ..DefaultConfig::default()
         }),
-        max_splats: 50_000,
+        max_splats: crate::config::SplatBudget::Count(50_000),
         eval_every: 0,
         seed: 7,
         appearance: crate::appearance::Compensation::Off,

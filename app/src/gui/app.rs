@@ -132,11 +132,10 @@ impl SplatApp {
         log::info!("memory budget: {budget}");
         let settings = Settings {
             load: LoadOptions::default(),
-            // A first run shorter than the command line's, evaluated more often, and capped
-            // lower: the window is where people try a capture.
+            // A first run shorter than the command line's and evaluated more often: the window
+            // is where people try a capture.
             train: TrainConfig {
                 steps: args.steps.unwrap_or(DEFAULT_STEPS).max(1),
-                max_splats: 1_000_000,
                 eval_every: 500,
                 ..TrainConfig::default()
             },

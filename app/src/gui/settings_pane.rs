@@ -3,7 +3,9 @@
 
 use egui::Color32;
 use splat_trainer::appearance::{Compensation, Decision};
-use splat_trainer::config::{DEFAULT_ALPHA_LOSS_WEIGHT, Progressive, TrainConfig, Transparency};
+use splat_trainer::config::{
+    DEFAULT_ALPHA_LOSS_WEIGHT, Progressive, SplatBudget, TrainConfig, Transparency,
+};
 use splat_trainer::dataset::{Dataset, LoadOptions};
 use splat_trainer::densify::Strategy;
 use splat_trainer::memory::{MemoryBudget, MemoryModel};
@@ -79,15 +81,8 @@ impl SettingsPane {
                 .labelled_by(label.id);
             ui.end_row();
             strategy_row(ui, editable, &mut settings.train.strategy);
-            let label = ui.label("Max splats");
-            ui.add_enabled(
-                editable,
-                egui::DragValue::new(&mut settings.train.max_splats)
-                    .range(1..=20_000_000)
-                    .speed(1000),
-            )
-            .labelled_by(label.id);
-            ui.end_row();
+            let auto = session.dataset.as_ref().map(|d| fixed_budget(&settings.train, &d.dataset));
+            budget_row(ui, editable, &mut settings.train.max_splats, auto);
             let label = ui.label("SH degree");
             ui.add_enabled(editable, egui::Slider::new(&mut settings.train.sh_degree, 0..=3))
                 .labelled_by(label.id);
@@ -147,7 +142,7 @@ impl SettingsPane {
                 None => {
                     format!(
                         "Splats: as many as the images ask, up to {}",
-                        self.next.train.max_splats
+                        fixed_budget(&self.next.train, dataset)
                     )
                 }
             };
@@ -184,7 +179,7 @@ impl SettingsPane {
         // The task also caps by the device's binding limits; the budget is what the user sets.
         let appearance = train.appearance.resolve(dataset).is_on();
         let sh = (train.sh_degree, train.sh_precision, appearance);
-        let shape = model.plan_run(dataset, train.max_splats, sh, budget, None).shape;
+        let shape = model.plan_run(dataset, fixed_budget(train, dataset), sh, budget, None).shape;
         let peak = model.predict(&shape).peak_bytes;
         let fits = model.max_splats_for_budget(budget, &shape);
         (peak, fits)
@@ -193,15 +188,64 @@ impl SettingsPane {
     /// The most splats the next run on `dataset` can reach with the current settings, where
     /// its strategy bounds it (see [`Strategy::most_splats`]), from its initial points.
     fn expected_splats(&self, dataset: &Dataset) -> Option<u32> {
-        let initial = dataset.init_points.as_ref().map_or(
-            splat_trainer::task::RANDOM_INIT_POINTS,
-            splat_trainer::formats::PointCloud::len,
-        );
         let config = &self.next.train;
-        let initial = u32::try_from(initial).unwrap_or(u32::MAX);
-        config.strategy.most_splats(initial, config.steps, config.max_splats)
+        let budget = fixed_budget(config, dataset);
+        config.strategy.most_splats(initial_splats(dataset), config.steps, budget)
     }
 }
+
+/// The splats a run on `dataset` starts from (without an init.ply): its points, else the
+/// random ones.
+fn initial_splats(dataset: &Dataset) -> u32 {
+    let initial = dataset
+        .init_points
+        .as_ref()
+        .map_or(splat_trainer::task::RANDOM_INIT_POINTS, splat_trainer::formats::PointCloud::len);
+    u32::try_from(initial).unwrap_or(u32::MAX)
+}
+
+/// The splat budget a run of `config` on `dataset` would fix (auto's count, or the count set).
+fn fixed_budget(config: &TrainConfig, dataset: &Dataset) -> u32 {
+    config.max_splats.fixed(&config.strategy, dataset, initial_splats(dataset)).count()
+}
+
+/// The settings' max splats row: an Auto check box, with the count it gives on the loaded
+/// dataset (`auto`) beside it; unticked, that count to edit.
+fn budget_row(ui: &mut egui::Ui, editable: bool, budget: &mut SplatBudget, auto: Option<u32>) {
+    let label = ui.label("Max splats");
+    let hint = "The most splats the run may have: compact grows toward it, no strategy passes \
+                it. Auto: for compact 7.5 × the square root of the train images' pixels (half \
+                what Brush 1.0 grows at full resolution), for 3DGS and MCMC 3,000,000; never \
+                fewer than the initial points. Lowered where the memory budget cannot hold it";
+    ui.add_enabled_ui(editable, |ui| {
+        ui.horizontal(|ui| {
+            let mut is_auto = *budget == SplatBudget::Auto;
+            let check = ui.checkbox(&mut is_auto, "Auto").labelled_by(label.id).on_hover_text(hint);
+            if check.changed() {
+                *budget = if is_auto {
+                    SplatBudget::Auto
+                } else {
+                    SplatBudget::Count(auto.unwrap_or(AUTO_WITHOUT_DATASET))
+                };
+            }
+            match budget {
+                SplatBudget::Auto => {
+                    if let Some(count) = auto {
+                        ui.label(format!("{count}"));
+                    }
+                }
+                SplatBudget::Count(count) => {
+                    ui.add(egui::DragValue::new(count).range(1..=20_000_000).speed(1000))
+                        .on_hover_text(hint);
+                }
+            }
+        });
+    });
+    ui.end_row();
+}
+
+/// The count an unticked Auto starts from when no dataset is loaded to fix it from.
+const AUTO_WITHOUT_DATASET: u32 = 100_000;
 
 /// A grid row: `label` (with its tooltip), and a combo box setting `value` to one of
 /// `choices` (value, text).

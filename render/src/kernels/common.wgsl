@@ -33,6 +33,10 @@ struct RenderUniform {
     // `num_splats` splats (a window: render/src/gpu_splats.rs `splat_window`); a kernel's
     // splat index is relative to it.
     window_first: u32,
+    // What the projection's backward pass adds to a splat's densification statistic (its
+    // first float): 0, the norm of its summed NDC mean2d gradient (3DGS's); 1, the sum of
+    // each pixel's norm (the absolute statistic: `RenderSettings::growth`).
+    growth: u32,
     // The splats drawn (RenderSettings::keep, a crop preview): centres within keep_min.xyz ..=
     // keep_max.xyz and opacity logits at least keep_min.w, when keep_max.w is 1.
     keep_min: vec4<f32>,
@@ -92,6 +96,12 @@ struct BandUniform {
 // they all belong to one splat: the projection's backward pass then adds a splat's partials
 // in about count / CHUNK + 2 · CHUNK reads instead of count.
 const CHUNK: u32 = 32u;
+
+// Floats of a list entry's partial (rasterize_backward.wgsl): dL/d(mean2d x, y; conic A, B, C;
+// colour r, g, b; opacity), then the norm of the pixels' NDC mean2d gradient summed pixel by
+// pixel (the absolute growth statistic's share). Keep in sync with `PROJECTED_GRAD_FLOATS`
+// in kernels/mod.rs.
+const PARTIALS: u32 = 10u;
 
 // σ at the 3σ ellipse: ½ · 3².
 const SIGMA_3: f32 = 4.5;

@@ -52,7 +52,7 @@ struct IntersectUniform {
 @group(0) @binding(11) var<storage, read> projected: array<Projected>;    // [band's count]
 @group(0) @binding(12) var<storage, read> band: BandUniform;
 @group(0) @binding(13) var<storage, read_write> bounds: array<vec2<u32>>; // [bands + 1]
-@group(0) @binding(14) var<storage, read_write> partials: array<f32>;     // [band's M, 9]
+@group(0) @binding(14) var<storage, read_write> partials: array<f32>;     // [band's M, PARTIALS]
 
 const GROUP: u32 = 256u;
 
@@ -173,13 +173,13 @@ fn chunk_sums(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_i
     if first + CHUNK > band.intersections || splat_of[first] != splat_of[first + CHUNK - 1u] {
         return;
     }
-    var sum: array<f32, 9>;
+    var sum: array<f32, PARTIALS>;
     for (var e = first; e < first + CHUNK; e++) {
-        for (var k = 0u; k < 9u; k++) {
-            sum[k] += partials[9u * e + k];
+        for (var k = 0u; k < PARTIALS; k++) {
+            sum[k] += partials[PARTIALS * e + k];
         }
     }
-    for (var k = 0u; k < 9u; k++) {
-        partials[9u * first + k] = sum[k];
+    for (var k = 0u; k < PARTIALS; k++) {
+        partials[PARTIALS * first + k] = sum[k];
     }
 }

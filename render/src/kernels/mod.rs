@@ -181,7 +181,10 @@ pub struct RenderUniform {
     /// The first splat of the window the parameters are bound from (`num_splats` of them;
     /// `gpu_splats::splat_window`).
     pub window_first: u32,
-    pub(crate) _pad: [u32; 3],
+    /// What the projection's backward pass adds to the densification statistic: 0 the
+    /// signed statistic, 1 the absolute one (`RenderSettings::growth`).
+    pub growth: u32,
+    pub(crate) _pad: [u32; 2],
     /// The splats drawn (`RenderSettings::keep`): centres within `keep_min.xyz ..=
     /// keep_max.xyz` and opacity logits at least `keep_min.w`, when `keep_max.w` is 1.
     pub keep_min: [f32; 4],
@@ -248,6 +251,7 @@ const _: () = assert!(size_of::<RasterUniform>() == 48);
 
 /// Bytes of one `Projected` (common.wgsl).
 pub const PROJECTED_BYTES: u64 = 48;
-/// Floats of dL/d(projected) per splat, and of its partial per tile intersection: mean2d 2,
-/// conic 3, colour 3, opacity 1.
-pub const PROJECTED_GRAD_FLOATS: u64 = 9;
+/// Floats of a partial per tile intersection: dL/d(projected) (mean2d 2, conic 3, colour 3,
+/// opacity 1), then the absolute growth statistic's share (the pixels' NDC mean2d gradient
+/// norms, summed). Keep in sync with `PARTIALS` in common.wgsl.
+pub const PROJECTED_GRAD_FLOATS: u64 = 10;

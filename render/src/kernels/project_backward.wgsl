@@ -8,12 +8,13 @@
 // intersections (`offsets[j]`.. `+ counts[j]` for its depth rank j, less the band's first
 // intersection: the band's partials), added in their order: fixed, so the result is the
 // same every run, however the frame is cut into bands; a splat's whole chunks of CHUNK entries
-// come pre-added (intersect.wgsl, chunk_sums). Also accumulates the densification statistics: the NDC
-// gradient norm, the number of renders the splat was visible in and its largest radius in
-// pixels. Gradients of SH bands above the active degree are not written (nothing reads them:
+// come pre-added (intersect.wgsl, chunk_sums). Also accumulates the densification statistics:
+// the growth statistic (`u.growth`: the norm of the summed NDC mean2d gradient, or the sum of
+// the pixels' norms), the number of renders the splat was visible in and its largest radius
+// in pixels. Gradients of SH bands above the active degree are not written (nothing reads them:
 // Adam skips them too).
 
-@group(0) @binding(9) var<storage, read> partials: array<f32>;          // [band's M, 9]
+@group(0) @binding(9) var<storage, read> partials: array<f32>;          // [band's M, PARTIALS]
 @group(0) @binding(10) var<storage, read_write> v_means: array<f32>;    // [N, 3]
 @group(0) @binding(11) var<storage, read_write> v_log_scales: array<f32>; // [N, 3]
 @group(0) @binding(12) var<storage, read_write> v_quats: array<f32>;    // [N, 4]
@@ -87,12 +88,12 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     // The splat's entries in order, numbered in the frame, read in the band's partials; where
     // a whole chunk of them starts, its first entry holds the chunk's sum (intersect.wgsl,
     // chunk_sums) and the walk steps over the chunk.
-    var v: array<f32, 9>;
+    var v: array<f32, PARTIALS>;
     let end = offsets[depth_rank] + counts[depth_rank];
     var entry = offsets[depth_rank];
     while entry < end {
-        for (var c = 0u; c < 9u; c++) {
-            v[c] += partials[9u * (entry - u.band_base) + c];
+        for (var c = 0u; c < PARTIALS; c++) {
+            v[c] += partials[PARTIALS * (entry - u.band_base) + c];
         }
         let whole_chunk = entry % CHUNK == 0u && end - entry >= CHUNK;
         entry += select(1u, CHUNK, whole_chunk);
@@ -195,7 +196,7 @@ fn main(@builtin(workgroup_id) gid: vec3<u32>, @builtin(local_invocation_index) 
     }
 
     let half = 0.5 * vec2<f32>(u.image_size);
-    densify[3u * i] += length(v_mean2d * half);
+    densify[3u * i] += select(length(v_mean2d * half), v[9], u.growth == 1u);
     densify[3u * i + 1u] += 1.0;
     densify[3u * i + 2u] = max(densify[3u * i + 2u], pr.radius);
 }

@@ -2,7 +2,9 @@
 // workgroup per tile, one thread per pixel, walking the tile's list back to front from each
 // pixel's last composited entry (MATH.md, Backward). The bands go back to front; a pixel's
 // walk (its transmittance and the colour behind) carries from one to the next in `carry`. Each list entry's gradient with respect to its projected values
-// (mean2d x, y; conic A, B, C; colour r, g, b; opacity) is summed over the tile's pixels in a
+// (mean2d x, y; conic A, B, C; colour r, g, b; opacity), and the norm of each pixel's NDC
+// mean2d gradient (the absolute growth statistic, which does not cancel across the pixels as
+// the sum of the gradients does), are summed over the tile's pixels in a
 // fixed order and written once, to `partials` at the entry's intersection id; the projection's
 // backward pass then adds each splat's entries in their order. No sum depends on which
 // thread ran first, so the same scene and cotangent give the same bits every run.
@@ -26,7 +28,7 @@
 @group(0) @binding(5) var<storage, read> last_entry: array<u32>;       // [H, W]
 @group(0) @binding(6) var<storage, read> v_image: array<vec4<f32>>;    // [H, W] dL/d(rgb, alpha)
 @group(0) @binding(7) var<storage, read> splat_of: array<u32>;         // [band's M]
-@group(0) @binding(8) var<storage, read_write> partials: array<f32>;   // [band's M, 9]
+@group(0) @binding(8) var<storage, read_write> partials: array<f32>;   // [band's M, PARTIALS]
 @group(0) @binding(9) var<storage, read> last_band: array<u32>;        // [H, W]
 // What the bands behind this one left of each pixel's walk: transmittance, and the colour
 // behind per unit transmittance. Read and written only when the frame has several bands.
@@ -39,8 +41,9 @@ var<workgroup> batch_isect: array<u32, BATCH>;
 var<workgroup> batch_mean: array<vec2<f32>, BATCH>;
 var<workgroup> batch_conic: array<vec4<f32>, BATCH>;   // A, B, C, opacity
 var<workgroup> batch_color: array<vec4<f32>, BATCH>;   // rgb, sigma_cut
-// Group sums: [slot][value][group], slots × groups ≤ THREADS.
-var<workgroup> group_sums: array<f32, 2304>;
+// Group sums: [slot][value][group], slots × PARTIALS × groups ≤ GROUP_SUMS (the reductions'
+// own size: what the workgroup's 16 KiB leave them).
+var<workgroup> group_sums: array<f32, GROUP_SUMS>;
 var<workgroup> max_last: atomic<u32>;
 
 // The complete binary tree over the `count` (a power of two, 1 to 64) group sums from
@@ -145,13 +148,15 @@ fn backward(gid: vec3<u32>, lid: u32, slot: u32, groups: vec3<u32>, num_groups: 
     // Entries no pixel of the tile composited have no gradient.
     for (var e = range.x + tile_last + lid; e < range.y; e += THREADS) {
         let id = isect_ids[e];
-        for (var c = 0u; c < 9u; c++) {
-            partials[9u * id + c] = 0.0;
+        for (var c = 0u; c < PARTIALS; c++) {
+            partials[PARTIALS * id + c] = 0.0;
         }
     }
 
     let bg_dot = dot(ru.background.xyz, v_rgb);
-    let slots = THREADS / num_groups;
+    // List entries a run sums at once: one a slot, as many as the group sums hold.
+    let slots = min(THREADS / num_groups, GROUP_SUMS / (PARTIALS * num_groups));
+    let half = 0.5 * vec2<f32>(ru.image_size);
 
     // Batches from the back of the list (only up to the furthest last entry of the tile).
     var batch_end = range.x + tile_last;
@@ -176,7 +181,7 @@ fn backward(gid: vec3<u32>, lid: u32, slot: u32, groups: vec3<u32>, num_groups: 
                 let con = batch_conic[b];
                 let d = centre - batch_mean[b];
                 let sigma = conic_sigma(con.xyz, d);
-                var grad: array<f32, 9>;
+                var grad: array<f32, PARTIALS>;
                 let contributes = entry < last && composited(sigma, batch_color[b].w);
                 if contributes {
                     let g = exp(-sigma);
@@ -200,10 +205,11 @@ fn backward(gid: vec3<u32>, lid: u32, slot: u32, groups: vec3<u32>, num_groups: 
                         // d = centre − mean2d, so ∂σ/∂mean2d = −(A dx + B dy, B dx + C dy).
                         grad[0] = -v_sigma * (con.x * d.x + con.y * d.y);
                         grad[1] = -v_sigma * (con.y * d.x + con.z * d.y);
+                        grad[9] = length(vec2<f32>(grad[0], grad[1]) * half);
                     }
                 }
-                let at = (b - run_start) * 9u * num_groups + group;
-                // Groups with no contribution skip the sums (uniform within the group). The nine
+                let at = (b - run_start) * PARTIALS * num_groups + group;
+                // Groups with no contribution skip the sums (uniform within the group). The ten
                 // values written out, not looped over: see `tree_sum`.
                 let any = lane_any(contributes);
                 group_value(grad[0], any, slot, first_lane, at);
@@ -215,12 +221,13 @@ fn backward(gid: vec3<u32>, lid: u32, slot: u32, groups: vec3<u32>, num_groups: 
                 group_value(grad[6], any, slot, first_lane, at + 6u * num_groups);
                 group_value(grad[7], any, slot, first_lane, at + 7u * num_groups);
                 group_value(grad[8], any, slot, first_lane, at + 8u * num_groups);
+                group_value(grad[9], any, slot, first_lane, at + 9u * num_groups);
             }
             workgroupBarrier();
             // Each (entry, value) of the run: the tree over its groups' sums.
-            for (var q = lid; q < (run_end - run_start) * 9u; q += THREADS) {
+            for (var q = lid; q < (run_end - run_start) * PARTIALS; q += THREADS) {
                 let sum = tree_sum(q * num_groups, num_groups);
-                partials[9u * batch_isect[run_start + q / 9u] + q % 9u] = sum;
+                partials[PARTIALS * batch_isect[run_start + q / PARTIALS] + q % PARTIALS] = sum;
             }
             workgroupBarrier();
             run_end = run_start;

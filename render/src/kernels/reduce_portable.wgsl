@@ -8,6 +8,10 @@ override LANES: u32 = 8u;
 
 var<workgroup> lane_values: array<f32, THREADS>;
 
+// What WebGPU's 16 KiB of workgroup memory leave beside `lane_values` (15,876 bytes in all):
+// nine values a slot, so a run holds 9/10 of a slot's entries (7 of 8 with 8 lanes).
+const GROUP_SUMS: u32 = 9u * THREADS;
+
 // The complete binary tree over lane_values[i .. i + n], written out level by level (no loop:
 // see `tree_sum` in rasterize_backward.wgsl).
 fn tree2(i: u32) -> f32 {

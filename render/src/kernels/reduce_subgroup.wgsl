@@ -8,6 +8,10 @@
 
 var<private> lanes: u32;
 
+// A list entry's PARTIALS values for each of the workgroup's slots (15,876 bytes of workgroup
+// memory in all, under WebGPU's 16 KiB): runs of one entry a slot.
+const GROUP_SUMS: u32 = PARTIALS * THREADS;
+
 // The adapter's one subgroup width, where all its pipelines have the same (kernels/mod.rs);
 // 0: the width is read at run time. Known, the switches on the width below and in
 // `tree_sum` are decided when the pipeline is built.

@@ -294,6 +294,10 @@ pub struct ProjectedGrads {
     pub v_conic: Vec<[f64; 3]>,
     pub v_color: Vec<[f64; 3]>,
     pub v_opacity: Vec<f64>,
+    /// The absolute growth statistic: Σ over the pixels p the splat is composited in of
+    /// `|(∂L_p/∂mean2d.x · W/2, ∂L_p/∂mean2d.y · H/2)|`, with `L_p` pixel p's share of the
+    /// loss (its terms of Σ `v_rgb` · rgb + `v_alpha` · alpha). Not a gradient: a norm a pixel.
+    pub abs_grad2d: Vec<f64>,
 }
 
 impl ProjectedGrads {
@@ -305,6 +309,7 @@ impl ProjectedGrads {
             v_conic: vec![[0.0; 3]; n],
             v_color: vec![[0.0; 3]; n],
             v_opacity: vec![0.0; n],
+            abs_grad2d: vec![0.0; n],
         }
     }
 }
@@ -320,8 +325,10 @@ pub struct Gradients {
     pub v_sh_dc: Vec<[f64; 3]>,
     /// Same layout as `Splats::sh_rest`; zero above the active degree.
     pub v_sh_rest: Vec<f64>,
-    /// |(∂L/∂mean2d.x · W/2, ∂L/∂mean2d.y · H/2)|.
+    /// |(∂L/∂mean2d.x · W/2, ∂L/∂mean2d.y · H/2)|: the signed growth statistic.
     pub grad2d: Vec<f64>,
+    /// [`ProjectedGrads::abs_grad2d`] of the visible splats: the absolute growth statistic.
+    pub abs_grad2d: Vec<f64>,
     pub visible: Vec<bool>,
     /// In pixels (0 when culled).
     pub radius: Vec<u32>,
@@ -718,6 +725,7 @@ pub fn rasterize_backward(
     assert_eq!(v_alpha.len(), pixels, "v_alpha must have one value per pixel");
     let traces = pixel_traces(projected, camera);
     let mut grads = ProjectedGrads::zeros(projected.len());
+    let half = [f64::from(camera.width) / 2.0, f64::from(camera.height) / 2.0];
     for (pix, trace) in traces.iter().enumerate() {
         let mut suffix_rgb = settings.background;
         let mut suffix_t = 1.0;
@@ -741,8 +749,10 @@ pub fn rasterize_backward(
                 grads.v_conic[s][1] += v_sigma * dx * dy;
                 grads.v_conic[s][2] += v_sigma * 0.5 * dy * dy;
                 // d = pixel − mean2d: ∂σ/∂mean2d = −(A dx + B dy, B dx + C dy).
-                grads.v_mean2d[s][0] -= v_sigma * (a * dx + b * dy);
-                grads.v_mean2d[s][1] -= v_sigma * (b * dx + cc * dy);
+                let v_mean2d = [-v_sigma * (a * dx + b * dy), -v_sigma * (b * dx + cc * dy)];
+                grads.v_mean2d[s][0] += v_mean2d[0];
+                grads.v_mean2d[s][1] += v_mean2d[1];
+                grads.abs_grad2d[s] += (v_mean2d[0] * half[0]).hypot(v_mean2d[1] * half[1]);
             }
             for ch in 0..3 {
                 suffix_rgb[ch] = colour[ch] * alpha + (1.0 - alpha) * suffix_rgb[ch];
@@ -788,7 +798,8 @@ pub fn project_backward_params(
         grads.v_mean2d.len() == n
             && grads.v_conic.len() == n
             && grads.v_color.len() == n
-            && grads.v_opacity.len() == n,
+            && grads.v_opacity.len() == n
+            && grads.abs_grad2d.len() == n,
         "one projected gradient per splat"
     );
     let cam = RefCamera::new(camera);
@@ -802,6 +813,7 @@ pub fn project_backward_params(
         v_sh_dc: vec![[0.0; 3]; n],
         v_sh_rest: vec![0.0; params.sh_rest.len()],
         grad2d: vec![0.0; n],
+        abs_grad2d: vec![0.0; n],
         visible: vec![false; n],
         radius: vec![0; n],
     };
@@ -814,6 +826,7 @@ pub fn project_backward_params(
         let v_mean2d = grads.v_mean2d[i];
         out.grad2d[i] = (v_mean2d[0] * f64::from(cam.width) / 2.0)
             .hypot(v_mean2d[1] * f64::from(cam.height) / 2.0);
+        out.abs_grad2d[i] = grads.abs_grad2d[i];
 
         // 9. Colour → SH coefficients and view direction.
         let v_sh_value = math::clamp_color_vjp(s.sh_value, grads.v_color[i]);

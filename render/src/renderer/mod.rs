@@ -64,12 +64,38 @@ pub struct RenderSettings {
     /// [`Filter`] on the CPU (the opacity floor is compared as a logit here, so a splat within
     /// a float's rounding of it may go either way). Training never sets it.
     pub keep: Filter,
+    /// What a backward pass adds to each splat's densification statistic.
+    pub growth: Growth,
 }
 
 impl Default for RenderSettings {
     fn default() -> Self {
-        Self { background: [0.0; 3], antialiased: false, sh_degree: None, keep: Filter::default() }
+        Self {
+            background: [0.0; 3],
+            antialiased: false,
+            sh_degree: None,
+            keep: Filter::default(),
+            growth: Growth::Signed,
+        }
     }
+}
+
+/// The growth statistic a backward pass adds up for each splat it saw (the first float of its
+/// densification statistics; `SplatGradients::densify`), from ∂L/∂mean2d in NDC (pixels × W/2,
+/// H/2). Densification divides it by the renders that saw the splat. In checkpoints:
+/// `"signed"` or `"absolute"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Growth {
+    /// The norm of the gradient summed over the splat's pixels (3DGS's): where the pixels
+    /// pull the splat different ways (texture finer than the splat, noise), their gradients
+    /// cancel, and more so the more pixels the splat covers, so the same splat scores less on
+    /// a finer image.
+    #[default]
+    Signed = 0,
+    /// The sum over its pixels of each pixel's gradient norm (`AbsGS`, gsplat's `absgrad`,
+    /// Brush): what pulls different ways adds up instead of cancelling.
+    Absolute = 1,
 }
 
 /// What one forward pass found.

@@ -35,7 +35,8 @@ pub(super) fn render_uniform(
         band_end: 0,
         band_base: 0,
         window_first: 0,
-        _pad: [0; 3],
+        growth: settings.growth as u32,
+        _pad: [0; 2],
         keep_min: keep_min(&settings.keep),
         keep_max: keep_max(&settings.keep),
         keep_sphere: settings.keep.crop_sphere.map_or([0.0, 0.0, 0.0, -1.0], |b| {

@@ -956,7 +956,7 @@ impl Metadata {
 mod tests {
     use super::*;
     use crate::appearance::Compensation;
-    use crate::config::{Progressive, Transparency};
+    use crate::config::{Progressive, SplatBudget, Transparency};
     use crate::densify::{CompactConfig, SplitRule, Strategy};
     use splat_render::ShPrecision;
 
@@ -971,7 +971,7 @@ mod tests {
             steps: 10,
             sh_precision: ShPrecision::F16,
             strategy: Strategy::Compact(CompactConfig::default()),
-            max_splats: 100,
+            max_splats: SplatBudget::Count(100),
             eval_every: 0,
             seed: 1,
             progressive: Progressive::for_steps(10),

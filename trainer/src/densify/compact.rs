@@ -2,6 +2,7 @@
 //! unneeded splats faded out.
 
 use serde::{Deserialize, Serialize};
+use splat_render::Growth;
 
 use super::{DefaultConfig, SplitRule};
 
@@ -26,6 +27,11 @@ use super::{DefaultConfig, SplitRule};
 /// It splits along the longest axis ([`SplitRule::LongAxis`]): 3DGS's sampled split took
 /// 10 dB from the picture at every early refinement (BENCHMARKS.md, "Splits that keep the
 /// picture").
+///
+/// It scores candidates by the absolute statistic ([`Growth::Absolute`]), one threshold at
+/// every image size: 3DGS's signed one cancels over a splat's pixels the more the finer the
+/// image, so its threshold had to follow the size trained at (a ladder fitted on two
+/// captures), and at full resolution compact grew like 3dgs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompactConfig {
@@ -38,17 +44,37 @@ pub struct CompactConfig {
     /// peak.
     #[serde(with = "crate::exact")]
     pub opacity_reg: f32,
+    /// The statistic growth is scored by, over `refine.grad_threshold`. In checkpoints
+    /// written only when absolute: absent, as in files written before it was kept, it is the
+    /// signed statistic those runs grew by (over their own threshold at every size: the size
+    /// ladder they followed above 160 px is gone), and such a file writes again to its own
+    /// bytes.
+    #[serde(default = "signed", skip_serializing_if = "is_signed")]
+    pub growth: Growth,
+}
+
+fn signed() -> Growth {
+    Growth::Signed
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's `skip_serializing_if` passes a reference"
+)]
+fn is_signed(growth: &Growth) -> bool {
+    *growth == Growth::Signed
 }
 
 impl Default for CompactConfig {
-    /// Measured on the shared captures (BENCHMARKS.md, "Compact refinement"): 4× the 3DGS
-    /// gradient threshold keeps the splats that only chase noise from growing at 96–160 px
-    /// (it falls with larger images, [`CompactConfig::grad_threshold_at`]), and 10% a
-    /// refinement lets a run grow to about 4× its peak in its first 2,000 steps.
+    /// Measured on the shared captures (BENCHMARKS.md, "Compact refinement" and "One growth
+    /// signal"): the absolute statistic over 0.0028 passes as many of desk-penguin's splats
+    /// at 160 px as the signed one over 0.0008 (4× 3DGS's threshold, which kept the splats
+    /// that only chase noise from growing at 96–160 px), and 10% a refinement lets a run grow
+    /// to about 4× its peak in its first 2,000 steps.
     fn default() -> Self {
         Self {
             refine: DefaultConfig {
-                grad_threshold: 0.0008,
+                grad_threshold: 0.0028,
                 opacity_reset_every: 0,
                 max_world_scale: f32::INFINITY,
                 split: SplitRule::LongAxis,
@@ -56,32 +82,8 @@ impl Default for CompactConfig {
             },
             grow_fraction: 0.1,
             opacity_reg: 0.01,
+            growth: Growth::Absolute,
         }
-    }
-}
-
-/// The longest image side (pixels) up to which compact grows at its own gradient threshold
-/// (`CompactConfig::refine.grad_threshold`, measured at 96–160 px); above it the threshold
-/// falls as 1 / size to 3DGS's (0.0002, tuned for about 1,000 px) at 4× this size
-/// ([`CompactConfig::grad_threshold_at`]).
-pub const COMPACT_THRESHOLD_SIZE: u32 = 160;
-
-impl CompactConfig {
-    /// The gradient threshold for growth on images whose longest side is `image_size` pixels:
-    /// `refine.grad_threshold` up to [`COMPACT_THRESHOLD_SIZE`], then scaled by
-    /// `COMPACT_THRESHOLD_SIZE / image_size`, never below 3DGS's threshold.
-    ///
-    /// Why: the mean NDC gradient of a splat whose pixels disagree in sign (fine texture it is
-    /// too large for, noise) falls as 1 / resolution, while a coherent error's does not. At
-    /// 160 px the 4× threshold keeps splats that chase noise from growing; at full resolution
-    /// it kept lego at its 20,000 initial splats (H200, 800 px: 29.63 dB at step 9,000, where
-    /// 0.0004 reached 32.06 with 60k splats and 0.0002 33.75 with 187k, as 3dgs's 33.92 at
-    /// 8,000; BENCHMARKS.md, "Compact's gradient threshold at full resolution").
-    #[must_use]
-    pub fn grad_threshold_at(&self, image_size: u32) -> f32 {
-        let floor = DefaultConfig::default().grad_threshold.min(self.refine.grad_threshold);
-        let scale = COMPACT_THRESHOLD_SIZE as f32 / image_size.max(1) as f32;
-        (self.refine.grad_threshold * scale.min(1.0)).max(floor)
     }
 }
 

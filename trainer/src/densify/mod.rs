@@ -44,8 +44,8 @@ use splat_render::wgpu;
 use splat_render::{Category, GpuBuffer, GpuContext, GpuError, GpuSplats, Owner, SplatGradients};
 
 use crate::optim::{AdamState, Moments};
+pub use compact::CompactConfig;
 use compact::paced_growth;
-pub use compact::{COMPACT_THRESHOLD_SIZE, CompactConfig};
 use kernels::{GatherJob, GatherUniform, Kernel, Kernels, Role, UNIFORM_SLOT, too_many};
 pub use mcmc::{McmcConfig, NOISE_GATE_CENTER, NOISE_GATE_SHARPNESS};
 pub use plan::{
@@ -87,8 +87,6 @@ pub struct RefineInputs {
     pub peak_splats: u32,
     /// The run's seed (sampled splits, MCMC).
     pub seed: u64,
-    /// The longest side of the step's training images in pixels (compact's threshold).
-    pub image_size: u32,
 }
 
 /// What one [`Densifier::after_step`] did.
@@ -194,7 +192,7 @@ impl Densifier {
         state: TrainState,
         owner: Owner,
     ) -> Result<(TrainState, Option<RefineStats>), GpuError> {
-        let RefineInputs { step, scene_extent, max_splats, peak_splats, seed, image_size } = inputs;
+        let RefineInputs { step, scene_extent, max_splats, peak_splats, seed } = inputs;
         let (config, grow_fraction) = match strategy {
             Strategy::Mcmc(config) => {
                 if !config.refines_at(step) {
@@ -208,14 +206,8 @@ impl Densifier {
                     .await?;
                 return Ok((state, Some(stats)));
             }
-            Strategy::Default(config) => (config.clone(), None),
-            Strategy::Compact(compact) => (
-                DefaultConfig {
-                    grad_threshold: compact.grad_threshold_at(image_size),
-                    ..compact.refine.clone()
-                },
-                Some(compact.grow_fraction),
-            ),
+            Strategy::Default(config) => (config, None),
+            Strategy::Compact(compact) => (&compact.refine, Some(compact.grow_fraction)),
         };
         let mut state = state;
         let mut stats = None;
@@ -227,7 +219,7 @@ impl Densifier {
             let (refined, refine_stats) = self
                 .refine(ctx, state, step, true, owner, |old| {
                     let mut rng = SplitMix64::for_step(seed, step);
-                    plan::plan_default(&config, step, scene_extent, cap, old, &mut rng)
+                    plan::plan_default(config, step, scene_extent, cap, old, &mut rng)
                 })
                 .await?;
             state = refined;

@@ -1,6 +1,7 @@
 //! Which refinement strategy a run uses ([`Strategy`]), with the settings of each.
 
 use serde::{Deserialize, Serialize};
+use splat_render::Growth;
 
 use super::compact::paced_growth;
 use super::{CompactConfig, DefaultConfig, McmcConfig};
@@ -42,6 +43,16 @@ impl Strategy {
             Self::Default(config) => Some(config),
             Self::Compact(config) => Some(&config.refine),
             Self::Mcmc(_) => None,
+        }
+    }
+
+    /// The statistic a backward pass adds up for the strategy's growth: compact's own, 3DGS's
+    /// signed one for 3dgs (MCMC reads none).
+    #[must_use]
+    pub fn growth(&self) -> Growth {
+        match self {
+            Self::Compact(config) => config.growth,
+            Self::Default(_) | Self::Mcmc(_) => Growth::Signed,
         }
     }
 

@@ -31,7 +31,7 @@ use splat_render::{GpuContext, GpuError, GpuSplats, Owner, ShPrecision, human_by
 
 use crate::appearance::{Compensation, Decision, Evidence};
 use crate::checkpoint::{self, Checkpoint};
-use crate::config::TrainConfig;
+use crate::config::{SplatBudget, TrainConfig};
 use crate::dataset::{Dataset, LoadOptions, load_dataset};
 use crate::densify::{RefineStats, Strategy};
 use crate::init::upload_from_points;
@@ -347,8 +347,9 @@ impl Task {
         let Some(dataset) = self.dataset.clone() else { return };
         // As the last run started, else as the defaults would.
         let (max_splats, seed) =
-            self.last_config.as_ref().map_or((u32::MAX, 0), |c| (c.max_splats, c.seed));
-        let Ok(points) = self.initial_points(&dataset, max_splats, seed) else { return };
+            self.last_config.as_ref().map_or((u32::MAX, 0), |c| (c.max_splats.count(), c.seed));
+        let Ok(points) = self.initial_points(&dataset, seed) else { return };
+        let points = keep_at_most(points, max_splats as usize);
         match upload_from_points(&self.ctx, &points, 0, ShPrecision::F32, Owner::Viewer) {
             Ok(splats) => {
                 self.viewer.set(Some(ViewerSplats { run: 0, step: 0, splats: Arc::new(splats) }));
@@ -357,14 +358,8 @@ impl Task {
         }
     }
 
-    /// Points to start from: init.ply, else the dataset's points, else random (from `seed`);
-    /// at most `max_splats` of them.
-    fn initial_points(
-        &self,
-        dataset: &Dataset,
-        max_splats: u32,
-        seed: u64,
-    ) -> Result<PointCloud, String> {
+    /// Points to start from: init.ply, else the dataset's points, else random (from `seed`).
+    fn initial_points(&self, dataset: &Dataset, seed: u64) -> Result<PointCloud, String> {
         let cloud = match &self.init {
             Some(path) => {
                 let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -379,7 +374,7 @@ impl Task {
         if cloud.is_empty() {
             return Err("the init point cloud is empty".into());
         }
-        Ok(keep_at_most(cloud, max_splats as usize))
+        Ok(cloud)
     }
 
     async fn start(&mut self, config: &TrainConfig) {
@@ -397,31 +392,40 @@ impl Task {
                 return;
             }
         };
-        let requested = config.appearance;
-        let appearance = requested.decide(&dataset);
+        // What the run decides (auto appearance, the auto splat budget), as asked.
+        let requested = (config.appearance, config.max_splats);
+        let appearance = requested.0.decide(&dataset);
         let mut config = config.clone();
         config.appearance = appearance.compensation;
         if let Some(warning) = appearance_warning(&dataset, &appearance) {
             self.warn(warning).await;
         }
-        let Some((config, placement)) = self.fit_budget(&dataset, &config).await else {
-            return;
-        };
-        let config = &config;
-        // The initial splats' preview (or a failed run's kept splats, which stay on the host
-        // until the run has started) goes before the run allocates (its peak is its own).
-        self.viewer.set(None);
-        let points = match self.initial_points(&dataset, config.max_splats, config.seed) {
+        let points = match self.initial_points(&dataset, config.seed) {
             Ok(points) => points,
             Err(e) => {
                 self.error(format!("cannot start the run: {e}")).await;
                 return;
             }
         };
+        let initial = u32::try_from(points.len()).unwrap_or(u32::MAX);
+        config.max_splats = config.max_splats.fixed(&config.strategy, &dataset, initial);
+        let Some((config, placement)) = self.fit_budget(&dataset, &config).await else {
+            return;
+        };
+        let config = &config;
+        let points = keep_at_most(points, config.max_splats.count() as usize);
+        // The initial splats' preview (or a failed run's kept splats, which stay on the host
+        // until the run has started) goes before the run allocates (its peak is its own).
+        self.viewer.set(None);
         let owner = Owner::Run(self.next_run);
         self.next_run += 1;
         // A new run decides auto again, on whatever dataset it has then.
-        self.last_config = Some(TrainConfig { appearance: requested, ..config.clone() });
+        let (asked_appearance, asked_budget) = requested;
+        self.last_config = Some(TrainConfig {
+            appearance: asked_appearance,
+            max_splats: asked_budget,
+            ..config.clone()
+        });
         self.ctx.ledger().reset_peak();
         let started =
             upload_from_points(&self.ctx, &points, config.sh_degree, config.sh_precision, owner)
@@ -472,9 +476,10 @@ impl Task {
     ) -> Option<(TrainConfig, ImagePlacement)> {
         let model = MemoryModel::default();
         let limits = self.ctx.device.limits();
+        let requested = config.max_splats.count();
         let RunPlan { shape, placement, max_splats, cap } = model.plan_run(
             dataset,
-            config.max_splats,
+            requested,
             (config.sh_degree, config.sh_precision, config.appearance.is_on()),
             self.memory_budget,
             Some(&limits),
@@ -491,9 +496,8 @@ impl Task {
             Cap::Requested => {}
             Cap::Budget => {
                 self.warn(format!(
-                    "max splats {} capped at {max_splats}: a larger run's predicted peak passes \
-                     the memory budget ({})",
-                    config.max_splats,
+                    "max splats {requested} capped at {max_splats}: a larger run's predicted peak \
+                     passes the memory budget ({})",
                     human_bytes(self.memory_budget)
                 ))
                 .await;
@@ -510,10 +514,9 @@ impl Task {
             Cap::Binding { buffer, limit, which } => {
                 let by_budget = model.max_splats_for_budget(self.memory_budget, &shape);
                 self.warn(format!(
-                    "max splats {} capped at {max_splats}: beyond that, {buffer} would pass \
-                     what this GPU allows in one {which} ({}); the memory budget ({}) would \
-                     hold {by_budget}",
-                    config.max_splats,
+                    "max splats {requested} capped at {max_splats}: beyond that, {buffer} would \
+                     pass what this GPU allows in one {which} ({}); the memory budget ({}) \
+                     would hold {by_budget}",
                     human_bytes(limit),
                     human_bytes(self.memory_budget)
                 ))
@@ -521,7 +524,7 @@ impl Task {
             }
         }
         let mut config = config.clone();
-        config.max_splats = max_splats;
+        config.max_splats = SplatBudget::Count(max_splats);
         if let Strategy::Mcmc(mcmc) = &mut config.strategy {
             mcmc.cap = mcmc.cap.min(max_splats);
         }
@@ -898,7 +901,7 @@ impl Task {
         let placement = MemoryModel::default()
             .plan_run(
                 &dataset,
-                saved.max_splats,
+                saved.max_splats.count(),
                 (saved.sh_degree, saved.sh_precision, saved.appearance.is_on()),
                 self.memory_budget,
                 Some(&self.ctx.device.limits()),

@@ -263,9 +263,6 @@ pub struct Trainer {
     config: TrainConfig,
     dataset: Arc<Dataset>,
     extent: f32,
-    /// The longest side of the largest train image, in pixels (at full size; compact's
-    /// growth threshold follows the size trained at, [`crate::densify::CompactConfig::grad_threshold_at`]).
-    image_size: u32,
     /// [`TrainConfig::transparency`] where the dataset has transparency, `Composite` where it
     /// has none (nothing to supervise).
     transparency: Transparency,
@@ -431,10 +428,12 @@ impl Trainer {
             });
         }
         // What a run decides when it starts (a resumed run's config has them decided): auto
-        // compensation from the dataset, and at step 0 progressive stages from the planned
+        // compensation from the dataset, the auto splat budget from its images and splats,
+        // and at step 0 progressive stages from the planned
         // steps and the background from how the dataset was loaded.
         let mut config = config;
         config.appearance = config.appearance.resolve(&dataset);
+        config.max_splats = config.max_splats.fixed(&config.strategy, &dataset, splats.count);
         if step == 0 {
             config.progressive = config.progressive.fixed(config.steps);
             config.background = dataset.options.background;
@@ -451,12 +450,6 @@ impl Trainer {
             ctx: ctx.clone(),
             owner,
             extent: scene_extent(&dataset),
-            image_size: dataset
-                .train
-                .iter()
-                .map(|v| v.camera.width.max(v.camera.height))
-                .max()
-                .unwrap_or(0),
             transparency: if dataset.has_transparency() {
                 config.transparency
             } else {
@@ -535,6 +528,7 @@ impl Trainer {
             background: self.config.background,
             antialiased: false,
             sh_degree: Some(self.active_sh_degree()),
+            growth: self.config.strategy.growth(),
             ..RenderSettings::default()
         }
     }
@@ -748,7 +742,7 @@ impl Trainer {
         let camera = self.train_camera(view, self.step);
         let (rates, extent, step0) = (self.config.learning_rates, self.extent, self.step);
         // A run capped below its peak by `max_splats` is at its budget too.
-        let peak_splats = self.peak_splats.min(self.config.max_splats);
+        let peak_splats = self.peak_splats.min(self.config.max_splats.count());
         let sh_degree = self.active_sh_degree();
         let transparency = self.training_transparency(view, step0);
         let Some(Run::Active(state, scratch)) = self.run.as_mut() else {
@@ -868,10 +862,9 @@ impl Trainer {
                 RefineInputs {
                     step: step_number,
                     scene_extent: self.extent,
-                    max_splats: self.config.max_splats,
+                    max_splats: self.config.max_splats.count(),
                     peak_splats: self.peak_splats,
                     seed,
-                    image_size: self.image_size / self.config.progressive.divisor(step0),
                 },
                 state,
                 self.owner,

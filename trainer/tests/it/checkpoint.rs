@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use splat_formats::random::SplitMix64;
-use splat_render::ShPrecision;
+use splat_render::{Growth, ShPrecision};
 use splat_test_support::{TempDir, copy_dir, data, dataset_path};
 use splat_trainer::appearance;
 use splat_trainer::checkpoint::{
@@ -108,7 +108,7 @@ fn random_config(rng: &mut Rng, mcmc: bool) -> TrainConfig {
                 SplitRule::LongAxis
             },
         };
-        // The compact strategy is the 3DGS rules and two numbers more.
+        // The compact strategy is the 3DGS rules, two numbers and its growth statistic more.
         if rng.u32().is_multiple_of(2) {
             Strategy::Default(refine)
         } else {
@@ -116,6 +116,7 @@ fn random_config(rng: &mut Rng, mcmc: bool) -> TrainConfig {
                 refine,
                 grow_fraction: rng.f64_not_nan(),
                 opacity_reg: rng.f32_not_nan(),
+                growth: if rng.u32().is_multiple_of(2) { Growth::Signed } else { Growth::Absolute },
             })
         }
     };
@@ -125,7 +126,7 @@ fn random_config(rng: &mut Rng, mcmc: bool) -> TrainConfig {
         sh_degree_interval: rng.u32(),
         sh_precision: if rng.u32().is_multiple_of(2) { ShPrecision::F32 } else { ShPrecision::F16 },
         strategy,
-        max_splats: rng.u32(),
+        max_splats: splat_trainer::config::SplatBudget::Count(rng.u32()),
         eval_every: rng.u32(),
         seed: rng.next(),
         background: [rng.f32_not_nan(), rng.f32_not_nan(), rng.f32_not_nan()],
@@ -872,7 +873,11 @@ fn checkpoints_of_earlier_builds_load_and_rewrite_to_the_same_bytes() {
     };
 
     let (config, options) = load("compact-f16-progressive-appearance.ckpt");
-    assert_eq!(config.strategy, Strategy::Compact(CompactConfig::default()));
+    // Compact as it was then: the signed statistic over 0.0008.
+    let then = CompactConfig::default();
+    let refine = DefaultConfig { grad_threshold: 0.0008, ..then.refine.clone() };
+    let then = CompactConfig { refine, growth: Growth::Signed, ..then };
+    assert_eq!(config.strategy, Strategy::Compact(then));
     assert_eq!(config.sh_precision, ShPrecision::F16);
     assert_eq!(config.progressive, Progressive::Stages { half_from: 0, full_from: 1 });
     assert_eq!(config.transparency, Transparency::AlphaLoss(0.5));
@@ -887,7 +892,10 @@ fn checkpoints_of_earlier_builds_load_and_rewrite_to_the_same_bytes() {
 
     let (config, options) = load("mcmc-alpha-as-mask.ckpt");
     assert_eq!(config.strategy, Strategy::Mcmc(McmcConfig { cap: 500, ..McmcConfig::default() }));
-    assert_eq!((config.max_splats, config.sh_precision), (500, ShPrecision::F32));
+    assert_eq!(
+        (config.max_splats, config.sh_precision),
+        (splat_trainer::config::SplatBudget::Count(500), ShPrecision::F32)
+    );
     assert_eq!(config.transparency, Transparency::RandomBackground);
     assert_eq!(config.appearance, appearance::Compensation::Off);
     assert_eq!(

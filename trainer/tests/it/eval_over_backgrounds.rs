@@ -50,7 +50,7 @@ fn measure_eval_psnr_over_backgrounds() {
                 sh_degree_interval: 1,
                 sh_precision: ShPrecision::F32,
                 strategy: Strategy::Default(DefaultConfig::default()),
-                max_splats: u32::MAX,
+                max_splats: splat_trainer::config::SplatBudget::Count(u32::MAX),
                 eval_every: 0,
                 seed: 0,
                 background,

@@ -40,7 +40,7 @@ fn config(steps: u32, max_splats: u32) -> TrainConfig {
             percent_dense: 100.0,
             ..DefaultConfig::default()
         }),
-        max_splats,
+        max_splats: splat_trainer::config::SplatBudget::Count(max_splats),
         eval_every: 0,
         seed: 3,
         background: [0.0; 3],

@@ -44,7 +44,7 @@ pub fn test_config(steps: u32, strategy: Strategy) -> TrainConfig {
         sh_degree_interval: 10,
         sh_precision: ShPrecision::F32,
         strategy,
-        max_splats: 20_000,
+        max_splats: splat_trainer::config::SplatBudget::Count(20_000),
         eval_every: 0,
         seed: 1,
         background: [0.0; 3],

@@ -31,7 +31,7 @@ fn two_thousand_steps_stay_flat() {
     let ctx = context();
     let config = |eval_every| TrainConfig {
         sh_degree_interval: 100,
-        max_splats: 1000,
+        max_splats: splat_trainer::config::SplatBudget::Count(1000),
         eval_every,
         seed: 4,
         ..test_config(

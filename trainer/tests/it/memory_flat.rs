@@ -35,7 +35,7 @@ fn training_steps_do_not_grow_memory() {
         let config = TrainConfig {
             sh_degree: 2,
             sh_degree_interval: 50,
-            max_splats: 10_000,
+            max_splats: splat_trainer::config::SplatBudget::Count(10_000),
             ..test_config(400, strategy)
         };
         let mut trainer =

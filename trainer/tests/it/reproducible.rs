@@ -28,7 +28,7 @@ fn config(steps: u32, strategy: Strategy) -> TrainConfig {
     TrainConfig {
         sh_degree: 2,
         sh_degree_interval: 100,
-        max_splats: 3_000,
+        max_splats: splat_trainer::config::SplatBudget::Count(3_000),
         seed: 7,
         ..test_config(steps, strategy)
     }
@@ -127,6 +127,7 @@ fn run_ply(ctx: &GpuContext, sh_degree: u32, max_splats: u32, steps: u32) -> Vec
         ..DefaultConfig::default()
     });
     let init = splats_from_points(data.init_points.as_ref().unwrap(), sh_degree);
+    let max_splats = splat_trainer::config::SplatBudget::Count(max_splats);
     let config = TrainConfig { sh_degree, max_splats, ..config(steps, strategy) };
     let mut trainer = Trainer::new(ctx, Arc::clone(&data), &init, config, Owner::Run(1)).unwrap();
     for _ in 0..steps {

@@ -14,7 +14,7 @@ use crate::helpers::{context, test_config, until};
 
 fn config(steps: u32) -> TrainConfig {
     TrainConfig {
-        max_splats: 5000,
+        max_splats: splat_trainer::config::SplatBudget::Count(5000),
         seed: 2,
         ..test_config(
             steps,

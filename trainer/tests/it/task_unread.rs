@@ -31,7 +31,7 @@ fn unread_progress_keeps_the_ledger_flat() {
     until(&task, |e| *e == Event::State(TaskState::Ready));
     let steps = 700;
     let config = TrainConfig {
-        max_splats: 5000,
+        max_splats: splat_trainer::config::SplatBudget::Count(5000),
         seed: 2,
         ..test_config(
             steps,

@@ -93,7 +93,10 @@ fn no_collapse_over_a_shortened_schedule(strategy: Strategy) {
     // 3dgs would grow to 16,000 splats here (6 minutes on lavapipe): capped. At 2,000 its test
     // took 218 s in CI on a slow day of 2026-11-28, near the limit of 240; at 1,200, 180 s
     // alone that day (1,094 splats at step 250, 17.33 → 26.96 → 30.49 dB).
-    let config = TrainConfig { max_splats: 1_200, ..config(strategy, steps) };
+    let config = TrainConfig {
+        max_splats: splat_trainer::config::SplatBudget::Count(1_200),
+        ..config(strategy, steps)
+    };
     let mut trainer = Trainer::new(&ctx, Arc::clone(&data), &init, config, Owner::Run(8)).unwrap();
     let mut evals = Vec::new();
     for _ in 0..steps {

@@ -28,7 +28,7 @@ fn gradients_of_a_trained_state_match_the_reference() {
     let config = TrainConfig {
         sh_degree: 2,
         sh_degree_interval: 500,
-        max_splats: 3_000,
+        max_splats: splat_trainer::config::SplatBudget::Count(3_000),
         seed: 7,
         ..test_config(
             200,

@@ -468,3 +468,82 @@ fn fd_rasterize_backward_on_projected_splats() {
     }
     assert!(g.grad2d.iter().any(|&x| x > 0.0));
 }
+
+/// The absolute growth statistic is, for each splat, the sum over the pixels of the norm of
+/// that pixel's own NDC mean2d gradient: the backward of each pixel's cotangent alone gives
+/// that pixel's gradient (the loss is a sum over pixels), and their norms add up to
+/// `abs_grad2d`. By the triangle inequality it is at least the signed `grad2d`.
+#[test]
+fn the_absolute_statistic_sums_each_pixels_gradient_norm() {
+    let cam = camera(24, 20, true);
+    let mut rng = SplitMix64::new(41);
+    let p = random_scene(&mut rng, &cam, 12, 1);
+    let s = settings(1, true);
+    let n_pix = (cam.width * cam.height) as usize;
+    let v_rgb: Vec<[f64; 3]> = (0..n_pix).map(|_| [0; 3].map(|_| rng.uniform(-1.0, 1.0))).collect();
+    let v_alpha: Vec<f64> = (0..n_pix).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    let (projected, image) = render_params(&p, &cam, &s);
+    let all = rasterize_backward(&projected, &image, &cam, &s, &v_rgb, &v_alpha);
+    let half = [f64::from(cam.width) / 2.0, f64::from(cam.height) / 2.0];
+    let mut by_pixel = vec![0.0; p.len()];
+    for pixel in 0..n_pix {
+        let mut one_rgb = vec![[0.0; 3]; n_pix];
+        let mut one_alpha = vec![0.0; n_pix];
+        one_rgb[pixel] = v_rgb[pixel];
+        one_alpha[pixel] = v_alpha[pixel];
+        let one = rasterize_backward(&projected, &image, &cam, &s, &one_rgb, &one_alpha);
+        for (sum, [gx, gy]) in by_pixel.iter_mut().zip(one.v_mean2d) {
+            *sum += (gx * half[0]).hypot(gy * half[1]);
+        }
+    }
+    let g = project_backward_params(&p, &cam, &s, &projected, &all);
+    for (i, &summed) in by_pixel.iter().enumerate() {
+        assert_close(all.abs_grad2d[i], summed, 1e-12 * (1.0 + summed), "abs_grad2d");
+        let expected = if g.visible[i] { all.abs_grad2d[i] } else { 0.0 };
+        assert_eq!(g.abs_grad2d[i], expected, "splat {i}: the projection passes it on");
+        assert!(g.abs_grad2d[i] >= g.grad2d[i] * (1.0 - 1e-12), "splat {i}");
+    }
+    let cancelled = (0..p.len()).filter(|&i| g.abs_grad2d[i] > 2.0 * g.grad2d[i]).count();
+    assert!(cancelled > 0, "random cotangents cancel in the signed sum of some splat");
+}
+
+/// Why compact grows by the absolute statistic: under per-pixel noise (a mean loss over the
+/// pixels, so a pixel's cotangent is 1 / pixels), the same splat seen at 4× the image side
+/// keeps its absolute statistic, while the signed one falls about as 1 / side (the sum of
+/// N random terms grows as √N, not N). Eight noise draws at 64 and 256 px, one splat over
+/// the same part of the view.
+#[test]
+fn the_absolute_statistic_keeps_its_size_at_any_resolution() {
+    let mean_statistics = |side: u32| {
+        let cam = camera(side, side, false);
+        let mut p = empty_params(0);
+        push(
+            &mut p,
+            world_point(&cam, 0.0, 0.0, 2.0),
+            [-1.8; 3],
+            [1.0, 0.0, 0.0, 0.0],
+            1.0,
+            [0.3; 3],
+            &[],
+        );
+        let s = settings(0, false);
+        let n_pix = (side * side) as usize;
+        let mut rng = SplitMix64::new(u64::from(side));
+        let (mut signed, mut absolute) = (0.0, 0.0);
+        for _ in 0..8 {
+            let scale = 1.0 / n_pix as f64;
+            let v_rgb: Vec<[f64; 3]> =
+                (0..n_pix).map(|_| [0; 3].map(|_| scale * rng.uniform(-1.0, 1.0))).collect();
+            let g = render_backward_params(&p, &cam, &s, &v_rgb, &vec![0.0; n_pix]);
+            signed += g.grad2d[0] / 8.0;
+            absolute += g.abs_grad2d[0] / 8.0;
+        }
+        (signed, absolute)
+    };
+    let (signed_64, absolute_64) = mean_statistics(64);
+    let (signed_256, absolute_256) = mean_statistics(256);
+    let (signed_ratio, absolute_ratio) = (signed_256 / signed_64, absolute_256 / absolute_64);
+    println!("256 px against 64 px: signed × {signed_ratio:.3}, absolute × {absolute_ratio:.3}");
+    assert!((0.9..1.1).contains(&absolute_ratio), "absolute × {absolute_ratio}");
+    assert!(signed_ratio < 0.5, "signed × {signed_ratio}");
+}

@@ -11,15 +11,15 @@ use std::time::Instant;
 
 use splat_formats::random::SplitMix64;
 use splat_trainer::densify::{
-    COMPACT_THRESHOLD_SIZE, CompactConfig, DefaultConfig, Densifier, LONG_AXIS_OFFSET, McmcConfig,
-    NOISE_GATE_CENTER, NOISE_GATE_SHARPNESS, RefineInputs, RefineStats, SPLIT_SCALE_DIVISOR,
-    SplitRule, Strategy, TrainState, relocation,
+    CompactConfig, DefaultConfig, Densifier, LONG_AXIS_OFFSET, McmcConfig, NOISE_GATE_CENTER,
+    NOISE_GATE_SHARPNESS, RefineInputs, RefineStats, SPLIT_SCALE_DIVISOR, SplitRule, Strategy,
+    TrainState, relocation,
 };
 use splat_trainer::formats::Splats;
 use splat_trainer::render::gpu_splats::{read_bytes, read_f32, words_per_splat};
 use splat_trainer::render::kernels::DispatchLimits;
 use splat_trainer::render::wgpu::{self, naga};
-use splat_trainer::render::{GpuContext, GpuSplats, Owner, ShPrecision};
+use splat_trainer::render::{GpuContext, GpuSplats, Growth, Owner, ShPrecision};
 
 use splat_trainer::init::splats_from_points;
 use splat_trainer::train::Trainer;
@@ -165,8 +165,7 @@ fn default_strategy() -> Strategy {
 }
 
 #[allow(clippy::too_many_arguments, reason = "mirrors after_step")]
-/// A refinement's inputs on images of [`COMPACT_THRESHOLD_SIZE`] px (compact at its own
-/// threshold).
+/// A refinement's inputs.
 fn inputs(
     step: u32,
     scene_extent: f32,
@@ -174,14 +173,7 @@ fn inputs(
     peak_splats: u32,
     seed: u64,
 ) -> RefineInputs {
-    RefineInputs {
-        step,
-        scene_extent,
-        max_splats,
-        peak_splats,
-        seed,
-        image_size: COMPACT_THRESHOLD_SIZE,
-    }
+    RefineInputs { step, scene_extent, max_splats, peak_splats, seed }
 }
 
 #[expect(clippy::too_many_arguments, reason = "each test's refinement in one line")]
@@ -608,10 +600,10 @@ fn default_growth_stops_at_max_splats_highest_gradients_first() {
     assert_clean(&ctx);
 }
 
-/// Statistics of `n` splats all above the compact threshold (0.0008): splat i has gradient
-/// 0.001 + i · 1e-5, so the highest are the last.
+/// Statistics of `n` splats all above the compact threshold (0.0028): splat i has statistic
+/// 0.003 + i · 1e-5, so the highest are the last.
 fn rising_gradients(n: usize) -> Vec<[f32; 3]> {
-    (0..n).map(|i| [0.001 + i as f32 * 1e-5, 1.0, 1.0]).collect()
+    (0..n).map(|i| [0.003 + i as f32 * 1e-5, 1.0, 1.0]).collect()
 }
 
 /// Compact refinement: the 3DGS decisions, but a refinement leaves at most 10% more splats
@@ -643,20 +635,11 @@ fn compact_growth_is_paced_highest_gradients_first() {
     let result = result.unwrap();
     assert_eq!((state.splats.count, result.added, result.removed), (110, 30, 20));
 
-    // A gradient the 3DGS threshold (0.0002) grows but the compact one does not.
+    // A statistic the 3DGS threshold (0.0002) grows but the compact one does not.
     let state = upload(&ctx, &scene(n, 0));
     write_stats(&ctx, &state, &vec![[0.0005, 1.0, 1.0]; n]);
     let (state, result) = refine(&densifier, &ctx, &compact, EARLY_STEP, 1.0, 1000, SEED, state);
     assert_eq!((state.splats.count, result.unwrap().added), (100, 0));
-    // On images 4× as large the threshold is 3DGS's: the same gradient grows (10% a refinement).
-    write_stats(&ctx, &state, &vec![[0.0005, 1.0, 1.0]; n]);
-    let large = RefineInputs {
-        image_size: 4 * COMPACT_THRESHOLD_SIZE,
-        ..inputs(EARLY_STEP, 1.0, 1000, n as u32, SEED)
-    };
-    let (state, result) =
-        pollster::block_on(densifier.after_step(&ctx, &compact, large, state, OWNER)).unwrap();
-    assert_eq!((state.splats.count, result.unwrap().added), (110, 10));
     drop(state);
 
     // max_splats caps as well, and a handful of splats still grows by one.
@@ -703,17 +686,19 @@ fn compact_refills_up_to_its_peak() {
     assert_clean(&ctx);
 }
 
-/// Compact's threshold: its own up to 160 px, falling as 1 / size to 3DGS's at 640 px.
+/// Compact grows by the absolute statistic over its own threshold, one for every image size;
+/// 3dgs by 3DGS's signed statistic over 3DGS's.
 #[test]
-fn compacts_threshold_falls_with_the_image_size_to_3dgss() {
-    let compact = CompactConfig::default();
-    let three_dgs = DefaultConfig::default().grad_threshold;
-    assert_eq!(compact.grad_threshold_at(96), compact.refine.grad_threshold);
-    assert_eq!(compact.grad_threshold_at(COMPACT_THRESHOLD_SIZE), compact.refine.grad_threshold);
-    assert_eq!(compact.grad_threshold_at(2 * COMPACT_THRESHOLD_SIZE), 2.0 * three_dgs);
-    assert_eq!(compact.grad_threshold_at(4 * COMPACT_THRESHOLD_SIZE), three_dgs);
-    assert_eq!(compact.grad_threshold_at(1600), three_dgs);
-    assert_eq!(compact.grad_threshold_at(0), compact.refine.grad_threshold);
+fn compact_scores_growth_by_the_absolute_statistic() {
+    let compact = Strategy::Compact(CompactConfig::default());
+    assert_eq!(compact.growth(), Growth::Absolute);
+    assert_eq!(compact.rules_3dgs().unwrap().grad_threshold.to_bits(), 0.0028_f32.to_bits());
+    assert_eq!(default_strategy().growth(), Growth::Signed);
+    assert_eq!(
+        default_strategy().rules_3dgs().unwrap().grad_threshold.to_bits(),
+        2e-4_f32.to_bits()
+    );
+    assert_eq!(mcmc(10).growth(), Growth::Signed);
 }
 
 /// What the window shows as the expected count: the paced growth over the run's refinements.
