@@ -44,8 +44,8 @@ pub struct TrainConfig {
     pub strategy: Strategy,
     /// Most splats the run may have (auto or a count): compact grows toward it, no strategy
     /// passes it. auto: for compact 7.5 × √(the train views' pixels), half the count Brush 1.0
-    /// reached on a capture at full resolution; for 3dgs and mcmc 3,000,000. Never fewer than
-    /// the initial points. Fixed when the run starts, and lowered where the memory budget
+    /// reached on a capture at full resolution, or 1.3 × the capture's sparse points where
+    /// that is more; for 3dgs and mcmc 3,000,000. Never fewer than the initial points. Fixed when the run starts, and lowered where the memory budget
     /// cannot hold it.
     #[arg(long, default_value_t = SplatBudget::Auto, value_parser = SplatBudget::parse)]
     #[serde(with = "splat_budget")]
@@ -317,6 +317,14 @@ pub enum SplatBudget {
 /// image's side, not its area, and each view shows again much of what the others showed.
 pub const AUTO_SPLATS_PER_ROOT_PIXEL: f64 = 7.5;
 
+/// Auto's room above a capture's own points for compact: at least this many splats a sparse
+/// point (COLMAP's `points3D` or an `init.ply` beside the dataset). Where the points outnumber
+/// what the pixels give, a budget at the points leaves a run nothing to refine them with, only
+/// to keep them: desk-penguin at 160 px (7,562 points) held there was 1.2 dB under the
+/// unbudgeted run at step 2,000, which had grown to 1.31× its points (BENCHMARKS.md, "A splat
+/// budget").
+pub const AUTO_ROOM_ABOVE_POINTS: f64 = 1.3;
+
 /// Auto's count for 3dgs and mcmc: the cap every run had before the budget, which their own
 /// rules grow under.
 pub const AUTO_SPLATS_UNPACED: u32 = 3_000_000;
@@ -332,17 +340,21 @@ impl SplatBudget {
     }
 
     /// What `Auto` gives a run of `strategy` on `dataset` (the train views at the size they
-    /// were loaded), before the floor of its initial points.
+    /// were loaded), before the floor of its initial points: for compact the pixels' count
+    /// ([`SplatBudget::for_pixels`]) or [`AUTO_ROOM_ABOVE_POINTS`] × the dataset's own points,
+    /// whichever is more.
     #[must_use]
     pub fn auto_count(strategy: &Strategy, dataset: &crate::dataset::Dataset) -> u32 {
         match strategy {
-            Strategy::Compact(_) => Self::for_pixels(
-                dataset
+            Strategy::Compact(_) => {
+                let pixels = dataset
                     .train
                     .iter()
                     .map(|v| u64::from(v.camera.width) * u64::from(v.camera.height))
-                    .sum(),
-            ),
+                    .sum();
+                let points = dataset.init_points.as_ref().map_or(0, splat_formats::PointCloud::len);
+                Self::for_pixels(pixels).max(Self::above_points(points))
+            }
             Strategy::Default(_) | Strategy::Mcmc(_) => AUTO_SPLATS_UNPACED,
         }
     }
@@ -353,6 +365,12 @@ impl SplatBudget {
     pub fn for_pixels(pixels: u64) -> u32 {
         let count = AUTO_SPLATS_PER_ROOT_PIXEL * (pixels as f64).sqrt();
         count.round().clamp(1.0, f64::from(u32::MAX)) as u32
+    }
+
+    /// Auto's room above `points` sparse points: [`AUTO_ROOM_ABOVE_POINTS`] × them, rounded up.
+    #[must_use]
+    pub fn above_points(points: usize) -> u32 {
+        (AUTO_ROOM_ABOVE_POINTS * points as f64).ceil().min(f64::from(u32::MAX)) as u32
     }
 
     /// `Auto` fixed for a run of `strategy` on `dataset` from `initial` splats: its count,
@@ -539,6 +557,9 @@ mod tests {
         assert_eq!(SplatBudget::for_pixels(views(320, 180)), 9_000);
         assert_eq!(SplatBudget::for_pixels(views(1_600, 900)), 45_000);
         assert_eq!(SplatBudget::for_pixels(0), 1);
+        // Its 7,562 sparse points outnumber 160 px's 4,500: room above them.
+        assert_eq!(SplatBudget::above_points(7_562), 9_831);
+        assert_eq!(SplatBudget::above_points(0), 0);
         assert_eq!(SplatBudget::Count(7).count(), 7);
         assert_eq!(SplatBudget::Auto.count(), u32::MAX, "not fixed: no cap");
     }

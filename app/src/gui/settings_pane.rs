@@ -215,8 +215,9 @@ fn budget_row(ui: &mut egui::Ui, editable: bool, budget: &mut SplatBudget, auto:
     let label = ui.label("Max splats");
     let hint = "The most splats the run may have: compact grows toward it, no strategy passes \
                 it. Auto: for compact 7.5 × the square root of the train images' pixels (half \
-                what Brush 1.0 grows at full resolution), for 3DGS and MCMC 3,000,000; never \
-                fewer than the initial points. Lowered where the memory budget cannot hold it";
+                what Brush 1.0 grows at full resolution) or 1.3 × the dataset's sparse points, \
+                whichever is more; for 3DGS and MCMC 3,000,000; never fewer than the initial \
+                points. Lowered where the memory budget cannot hold it";
     ui.add_enabled_ui(editable, |ui| {
         ui.horizontal(|ui| {
             let mut is_auto = *budget == SplatBudget::Auto;

@@ -5,16 +5,16 @@
 use splat_formats::filter::{CropSphere, Filter};
 use splat_render::{LedgerSnapshot, Owner};
 use splat_test_support::{assert_own_process, data, rss_bytes};
-use splat_trainer::config::TrainConfig;
-use splat_trainer::dataset::LoadOptions;
-use splat_trainer::densify::{DefaultConfig, Strategy};
+use splat_trainer::config::{SplatBudget, TrainConfig};
+use splat_trainer::dataset::{LoadOptions, load_dataset};
+use splat_trainer::densify::{CompactConfig, DefaultConfig, Strategy};
 use splat_trainer::task::{Command, Event, TaskHandle, TaskState};
 
 use crate::helpers::{context, test_config, until};
 
 fn config(steps: u32) -> TrainConfig {
     TrainConfig {
-        max_splats: splat_trainer::config::SplatBudget::Count(5000),
+        max_splats: SplatBudget::Count(5000),
         seed: 2,
         ..test_config(
             steps,
@@ -295,4 +295,49 @@ fn legal(from: TaskState, to: TaskState) -> bool {
             | (Ready, Training | Paused)
             | (Training | Paused, Paused | Ready | Training | Empty)
     ) || from == to
+}
+
+/// A run fixes `--max-splats auto` when it starts, from the images it loaded and the capture's
+/// points (desk-statue: 1,443): at 40 px its 1.3 × the points, at 160 px 7.5 × √ of the train
+/// pixels; a count stays as it is, even below the points (the run then starts from that many).
+#[test]
+fn a_splat_budget_is_fixed_when_the_run_starts() {
+    let ctx = context();
+    let task = TaskHandle::spawn(ctx).unwrap();
+    let compact = TrainConfig {
+        max_splats: SplatBudget::Auto,
+        ..test_config(1000, Strategy::Compact(CompactConfig::default()))
+    };
+    let path = data("datasets/desk-statue-colmap");
+    let mut next = 0;
+    let mut budget_of = |max_resolution: u32, max_splats: SplatBudget| {
+        let options = LoadOptions { max_resolution, ..LoadOptions::default() };
+        let train = load_dataset(&path, &options).unwrap().train;
+        let pixels: u64 = train.iter().map(|v| u64::from(v.camera.width * v.camera.height)).sum();
+        task.send(Command::LoadDataset { path: path.clone(), options }).unwrap();
+        until(&task, |e| *e == Event::State(TaskState::Ready));
+        task.send(Command::Start { config: TrainConfig { max_splats, ..compact.clone() } })
+            .unwrap();
+        let events = until(&task, |e| matches!(e, Event::RunStarted { .. }));
+        let predicted = events.iter().find_map(|e| match e {
+            Event::Prediction { max_splats, .. } => Some(*max_splats),
+            _ => None,
+        });
+        let started = events.iter().find_map(|e| match e {
+            Event::RunStarted { splats, .. } => Some(*splats),
+            _ => None,
+        });
+        task.send(Command::Stop).unwrap();
+        next += 1;
+        barrier(&task, next);
+        (pixels, predicted.unwrap(), started.unwrap())
+    };
+    let (pixels, budget, splats) = budget_of(40, SplatBudget::Auto);
+    assert!(7.5 * (pixels as f64).sqrt() < 1_876.0, "{pixels} pixels at 40 px");
+    assert_eq!((budget, splats), (1_876, 1_443), "1.3 × the points, rounded up");
+    let (pixels, budget, _) = budget_of(160, SplatBudget::Auto);
+    assert_eq!(budget, (7.5 * (pixels as f64).sqrt()).round() as u32);
+    assert!(budget > 1_876, "the pixels give more at 160 px: {budget}");
+    let (_, budget, splats) = budget_of(160, SplatBudget::Count(1_000));
+    assert_eq!((budget, splats), (1_000, 1_000), "a count below the points keeps that many");
 }
