@@ -117,8 +117,8 @@ pub(super) struct BandScratch {
     pub(super) isect_ids: GpuBuffer,
     /// Each intersection's splat, as its place in the band's `projected`.
     pub(super) splat_of: GpuBuffer,
-    /// dL/d(projected) of each intersection, summed over its tile: `[M, 9]`, made by the first
-    /// backward pass.
+    /// dL/d(projected) of each intersection, summed over its tile, and its share of the
+    /// absolute growth statistic: `[M, 10]`, made by the first backward pass.
     pub(super) partials: GpuBuffer,
     pub(super) ranges: GpuBuffer,
     pub(super) sort: SortScratch,
