@@ -45,8 +45,8 @@ pub struct TrainConfig {
     /// Most splats the run may have (auto or a count): compact grows toward it, no strategy
     /// passes it. auto: for compact 7.5 × √(the train views' pixels), half the count Brush 1.0
     /// reached on a capture at full resolution, or 1.3 × the capture's sparse points where
-    /// that is more; for 3dgs and mcmc 3,000,000. Never fewer than the initial points. Fixed when the run starts, and lowered where the memory budget
-    /// cannot hold it.
+    /// that is more; for 3dgs and mcmc 3,000,000. Never fewer than the initial points. Fixed
+    /// when the run starts, and lowered where the memory budget cannot hold it.
     #[arg(long, default_value_t = SplatBudget::Auto, value_parser = SplatBudget::parse)]
     #[serde(with = "splat_budget")]
     pub max_splats: SplatBudget,
