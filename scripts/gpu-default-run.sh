@@ -12,7 +12,8 @@
 #                                              and utilisation written to $OUT as it goes
 #   scripts/gpu-default-run.sh lego            on the GPU machine: our default run of
 #                                              lego-blender (800 px)
-#   scripts/gpu-default-run.sh brush-lego      on the GPU machine: Brush's on the same images
+#   scripts/gpu-default-run.sh brush-lego      on the GPU machine: Brush's on the same images, from
+#                                              our run's start (prepare's lego-init.ply)
 #
 # The device tool: carry [".gpu", ".gl"], command `scripts/gpu-default-run.sh ours` (then, in
 # a later window, `brush`, then `lego`, `brush-lego`), timeout_s 600. On an H200 (2026-11-27)
@@ -41,6 +42,12 @@ prepare() {
     # Brush 1.0 looks for `./train/r_0` before it adds `.png`, and finds no frame: the paths
     # name their extension (ours reads either).
     sed -i 's#"file_path": "\(\./train/r_[0-9]*\)"#"file_path": "\1.png"#' .gpu/lego/transforms_train.json
+    # From its own random init Brush 1.0 does not learn this lego (lavapipe, 2026-12-01: 12.67
+    # dB at steps 1,000 to 3,000): it starts from ours, our run's 20,000 random splats after
+    # one step (`brush-lego` names them in a copy of the dataset).
+    target/release/splatforge train .gpu/lego --steps 1 --eval-every 0 --out .gpu/work/lego-init \
+        >/dev/null
+    xz -T0 -9 -c .gpu/work/lego-init/splats.ply >.gpu/lego-init.ply.xz
 
     colmap image_undistorter --image_path "$dataset/images" --input_path "$dataset/sparse/0" \
         --output_path .gpu/work/undistorted --output_type COLMAP >/dev/null
@@ -117,7 +124,10 @@ run() {
         ;;
     brush-lego)
         xz -dc .gpu/brush-cli.xz >/tmp/brush && chmod +x /tmp/brush
-        RUST_LOG=info timeout 570 /tmp/brush .gpu/lego --total-train-iters 30000 \
+        rm -rf /tmp/lego-brush && cp -r .gpu/lego /tmp/lego-brush
+        xz -dc .gpu/lego-init.ply.xz >/tmp/lego-brush/init.ply
+        sed -i '0,/{/s//{ "ply_file_path": "init.ply",/' /tmp/lego-brush/transforms_train.json
+        RUST_LOG=info timeout 570 /tmp/brush /tmp/lego-brush --total-train-iters 30000 \
             --max-resolution 800 --eval-split-every 8 --eval-every 1000 --export-every 30000 \
             --export-path /tmp/brush-lego --seed 42 >"$out/brush-lego.log" 2>&1 || status=$?
         ;;
@@ -137,7 +147,7 @@ case "${1:-}" in
 prepare) prepare ;;
 ours | brush | lego | brush-lego) run "$1" ;;
 *)
-    sed -n '2,22p' "$0"
+    sed -n '2,24p' "$0"
     exit 2
     ;;
 esac
