@@ -320,9 +320,9 @@ pub const AUTO_SPLATS_PER_ROOT_PIXEL: f64 = 7.5;
 /// Auto's room above a capture's own points for compact: at least this many splats a sparse
 /// point (COLMAP's `points3D` or an `init.ply` beside the dataset). Where the points outnumber
 /// what the pixels give, a budget at the points leaves a run nothing to refine them with, only
-/// to keep them: desk-penguin at 160 px (7,562 points) held there was 1.2 dB under the
-/// unbudgeted run at step 2,000, which had grown to 1.31× its points (BENCHMARKS.md, "A splat
-/// budget").
+/// to keep them: desk-penguin at 160 px (7,562 points) held there was 34.85 dB at step 3,000,
+/// under Brush 1.0's 35.16; with this room it reached 35.23 (BENCHMARKS.md, "Compact beside
+/// Brush 1.0 and 3dgs").
 pub const AUTO_ROOM_ABOVE_POINTS: f64 = 1.3;
 
 /// Auto's count for 3dgs and mcmc: the cap every run had before the budget, which their own
